@@ -1,0 +1,1 @@
+"""vLLM V1 integration (installed as nightjar.live)."""

@@ -1,0 +1,95 @@
+"""Engine arguments for vLLM with Nightjar plugged in, and the process environment.
+
+Everything vLLM-specific that a caller (CLI, tests, benchmarks) must get right in
+one place: the V1 model runner (the V2 runner ignores per-step K for draft models),
+float32 on CPU, the scheduler and worker classes, and the settings channel.
+Importing this module does not import vllm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from nightjar.live.settings import LiveSettings
+
+SCHEDULER = "nightjar.live.scheduler.NightjarScheduler"
+ASYNC_SCHEDULER = "nightjar.live.scheduler.NightjarAsyncScheduler"
+WORKER = "nightjar.live.worker.NightjarWorker"
+
+
+def prepare_env() -> None:
+    """Set the process environment vLLM reads at import time (call before importing vllm)."""
+    # Per-step K for draft models only works in the V1 model runner.
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    preload = os.environ.get("LD_PRELOAD", "")
+    if "libiomp5" not in preload and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        warnings.warn(
+            "nightjar live: libiomp5.so is not preloaded; the CPU engine runs ~20x slower "
+            "(export LD_PRELOAD=$(find VENV -name libiomp5.so))",
+            stacklevel=2,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """The engine a run needs. ``draft=None`` runs vLLM without speculation."""
+
+    target: str
+    draft: str | None
+    settings: LiveSettings
+    max_model_len: int = 2048
+    max_num_seqs: int = 64
+    kv_cache_bytes: int | None = None  # None: vLLM sizes the pool itself
+    enforce_eager: bool = True  # skip torch.compile (minutes of warm-up on CPU)
+    dtype: str = "auto"
+    async_scheduling: bool = False
+
+
+def is_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` / ``AsyncEngineArgs``."""
+    cpu = is_cpu()
+    settings = spec.settings
+    if spec.draft is None and settings.gamma_max != 0:
+        # Without a draft the engine has K = 0; the scheduler insists they match.
+        settings = dataclasses.replace(settings, gamma_max=0)
+    kwargs: dict[str, Any] = {
+        "model": spec.target,
+        "tokenizer": spec.target,
+        # float32 on CPU: bf16 is several times slower without AVX-512 bf16.
+        "dtype": "float32" if cpu and spec.dtype == "auto" else spec.dtype,
+        "max_model_len": spec.max_model_len,
+        "max_num_seqs": spec.max_num_seqs,
+        "enforce_eager": spec.enforce_eager,
+        "seed": settings.seed,
+        "scheduler_cls": ASYNC_SCHEDULER if spec.async_scheduling and not cpu else SCHEDULER,
+        "worker_cls": WORKER,
+        "additional_config": settings.to_additional_config(),
+        # Prefix caching would let a repeated prompt skip prefill and blur timing.
+        "enable_prefix_caching": False,
+    }
+    if not cpu:
+        kwargs["async_scheduling"] = spec.async_scheduling
+    if cpu:
+        # On CPU this is the share of host memory vLLM may claim; the KV pool is
+        # set explicitly below, so keep the claim modest on shared machines.
+        kwargs["gpu_memory_utilization"] = 0.3
+    if spec.kv_cache_bytes is not None:
+        kwargs["kv_cache_memory_bytes"] = spec.kv_cache_bytes
+    if spec.draft is not None and settings.gamma_max > 0:
+        kwargs["speculative_config"] = {
+            "method": "draft_model",
+            "model": spec.draft,
+            "num_speculative_tokens": settings.gamma_max,
+        }
+    return kwargs

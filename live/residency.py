@@ -1,0 +1,111 @@
+"""Draft residency on the scheduler side: the memory controller plus the KV ballast.
+
+One object per scheduler. Each step :meth:`Residency.before_step` advances the
+controller (or a forced test schedule), drains the ballast during a reload and
+returns the command for the worker (``"offload"``, ``"reload"`` or ``None``);
+:meth:`Residency.after_step` is called once the worker has executed that step,
+which on CPU means the transfer is complete (the worker moves weights
+synchronously before the forward pass).
+
+Sequencing invariants:
+- the ballast is full (its blocks withheld) whenever the draft is resident;
+- an offload releases the ballast only after the worker reports the weights gone;
+- a reload is sent to the worker only after the ballast is full again (drain), so
+  the KV pool never counts the draft's bytes twice.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
+from nightjar.types import StepContext
+
+from nightjar.live.ballast import Ballast
+from nightjar.live.settings import LiveSettings
+from nightjar.live.steplog import StepLog
+
+
+def draft_weight_bytes(model_path: str) -> int:
+    """Bytes of the draft's weight files; 0 where the path is not a local directory."""
+    root = Path(model_path)
+    if not root.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in root.glob("*.safetensors")) or sum(
+        p.stat().st_size for p in root.glob("*.bin")
+    )
+
+
+def kv_bytes_per_block(kv_cache_config: Any) -> int:
+    total = sum(t.size for t in kv_cache_config.kv_cache_tensors)
+    return max(1, total // max(1, kv_cache_config.num_blocks))
+
+
+class Residency:
+    def __init__(
+        self, settings: LiveSettings, block_pool: Any, draft_blocks: int, log: StepLog
+    ) -> None:
+        self.enabled = settings.memory is not None or bool(settings.forced_residency)
+        self.controller = MemoryController(
+            MemoryConfig(**(settings.memory or {"enabled": False})), draft_blocks
+        )
+        self.forced = dict(settings.forced_residency)
+        self.ballast = Ballast(block_pool, draft_blocks if self.enabled else 0)
+        self.ballast.fill()
+        self._log = log
+        self._in_flight: str | None = None  # command sent to the worker this step
+        self.step_index = 0
+
+    @property
+    def state(self) -> DraftState:
+        return self.controller.state
+
+    @property
+    def resident(self) -> bool:
+        return self.controller.draft_resident
+
+    def before_step(self, ctx: StepContext, decision: int) -> str | None:
+        """Advance residency for the step about to be scheduled; returns the worker command."""
+        self.step_index += 1
+        if not self.enabled:
+            return None
+        forced = self.forced.pop(self.step_index, None)
+        ctrl = self.controller
+        if forced == "offload" and ctrl.state is DraftState.RESIDENT:
+            ctrl.offloads += 1
+            ctrl._enter(DraftState.OFFLOADING, ctx.now)
+            return self._send("offload", ctx.now)
+        if forced == "reload" and ctrl.state is DraftState.OFFLOADED:
+            ctrl.reloads += 1
+            ctrl._enter(DraftState.RELOADING, ctx.now)
+        elif forced is None and self.controller.config.enabled:
+            action = ctrl.step(ctx, decision)
+            if action is Action.START_OFFLOAD:
+                return self._send("offload", ctx.now)
+        if ctrl.state is DraftState.RELOADING and self._in_flight is None:
+            self.ballast.fill()
+            if self.ballast.full:
+                return self._send("reload", ctx.now)
+        return None
+
+    def _send(self, command: str, now: float) -> str:
+        self._in_flight = command
+        self._log.write("event", event=f"{command}_start", mono=now, ballast=self.ballast.held)
+        return command
+
+    def after_step(self) -> None:
+        """The worker has executed the step that carried the last command."""
+        command, self._in_flight = self._in_flight, None
+        if command is None:
+            return
+        now = time.monotonic()
+        if command == "offload":
+            released = self.ballast.release()
+            self.controller.offload_done(now)
+        else:
+            released = 0
+            self.controller.reload_done(now)
+        self._log.write("event", event=f"{command}_done", mono=now, released=released)
+        self._log.write("summary", **self.controller.summary(now))

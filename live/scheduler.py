@@ -1,0 +1,144 @@
+"""Per-step gamma inside vLLM V1: a ``scheduler_cls`` that asks a Nightjar policy.
+
+Each ``schedule()`` builds a :class:`StepContext` from the scheduler's own state
+(running and waiting queues, free KV blocks), asks the policy, clamps the choice,
+and sets it through vLLM's dynamic-speculation hook (``dynamic_sd_lookup``), which
+becomes ``SchedulerOutput.num_spec_tokens_to_schedule``: the number of tokens the
+drafter proposes at the end of this step. They are verified in the next step, so a
+gamma chosen at step t shows up as drafted/accepted at t+1 (one-step lag).
+``update_from_output`` then measures drafted vs accepted per request and the step's
+wall time, feeds a :class:`StepOutcome` back to the policy, and writes the step to
+the step log.
+
+Works with the V1 model runner only: the V2 runner ignores a per-step K for
+``draft_model`` drafters (only verification shrinks). ``nightjar.live.engine``
+sets ``VLLM_USE_V2_MODEL_RUNNER=0``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.scheduler import Scheduler
+
+import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
+from nightjar.live.residency import Residency, draft_weight_bytes, kv_bytes_per_block
+from nightjar.live.settings import LiveSettings
+from nightjar.live.stepstats import StepStats
+from nightjar.live.steplog import StepLog
+from nightjar.live.version import check_vllm_version
+from nightjar.policy import PolicyEnv, clamp_decision, make_policy
+from nightjar.types import StepContext
+
+RESIDENCY_ATTR = "nightjar_residency"  # SchedulerOutput attribute the worker reads
+
+
+class NightjarSchedulerMixin:
+    """The Nightjar hooks; combined with vLLM's sync or async scheduler below."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        check_vllm_version()
+        super().__init__(*args, **kwargs)
+        sched: Any = self
+        self.nj = LiveSettings.from_config(sched.vllm_config.additional_config)
+        if sched.num_spec_tokens != self.nj.gamma_max:
+            raise ValueError(
+                f"nightjar: gamma_max {self.nj.gamma_max} must equal the engine's "
+                f"num_speculative_tokens ({sched.num_spec_tokens})"
+            )
+        self.nj_policy = make_policy(
+            self.nj.policy, PolicyEnv(gamma_max=self.nj.gamma_max, seed=self.nj.seed,
+                                      per_request=False)
+        )
+        self.nj_log = StepLog(self.nj.step_log)
+        pool = sched.kv_cache_manager.block_pool
+        self.nj_pool_blocks = pool.get_num_free_blocks()
+        self.nj_residency = Residency(self.nj, pool, self._draft_blocks(), self.nj_log)
+        self.nj_stats = StepStats()
+        self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
+        self.nj_log.write("event", event="start", mono=time.monotonic(),
+                          pool_blocks=self.nj_pool_blocks,
+                          ballast=self.nj_residency.ballast.target)
+
+    def _draft_blocks(self) -> int:
+        sched: Any = self
+        if self.nj.ballast_blocks is not None:
+            return self.nj.ballast_blocks
+        spec = sched.vllm_config.speculative_config
+        if spec is None or spec.draft_model_config is None:
+            return 0
+        per_block = kv_bytes_per_block(sched.kv_cache_config)
+        return -(-draft_weight_bytes(spec.draft_model_config.model) // per_block)
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        sched: Any = self
+        now = time.monotonic()
+        pool = sched.kv_cache_manager.block_pool
+        running, waiting = len(sched.running), len(sched.waiting)
+        held = self.nj_residency.ballast.held
+        ctx = StepContext(
+            now=now,
+            batch_size=running,
+            num_waiting=waiting,
+            kv_free_blocks=pool.get_num_free_blocks(),
+            kv_total_blocks=self.nj_pool_blocks - held,
+            draft_resident=self.nj_residency.resident,
+            gamma_max=self.nj.gamma_max,
+        )
+        # Policies are asked only about a real decode batch (contract: B >= 1);
+        # a prefill-only step drafts nothing that a policy should be credited for.
+        raw = self.nj_policy.decide(ctx) if running > 0 else 0
+        # vLLM runs one K for the whole batch: a per-request decision becomes its max.
+        chosen = raw if isinstance(raw, int) else max(raw, default=0)
+        command = self.nj_residency.before_step(ctx, chosen)
+        ctx_now = dataclasses.replace(ctx, draft_resident=self.nj_residency.resident)
+        gamma = int(clamp_decision(chosen, ctx_now))  # type: ignore[call-overload]
+        if command is not None:
+            gamma = 0  # the drafter is busy moving this step
+        sched.dynamic_sd_lookup = [gamma] * self._nj_lookup_len
+        out = super().schedule(*args, **kwargs)  # type: ignore[misc]
+        setattr(out, RESIDENCY_ATTR, command)
+        self.nj_stats.begin(out, ctx, chosen=chosen, gamma=gamma, clamped=gamma < min(
+            chosen, self.nj.gamma_max), state=self.nj_residency.state.value)
+        return out
+
+    def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
+        sched: Any = self
+        outcome = self.nj_stats.end(scheduler_output, model_runner_output,
+                                    sched.num_sampled_tokens_per_step)
+        if outcome is not None:
+            record, step_outcome, start, chosen = outcome
+            record.kv_used_blocks = (
+                self.nj_pool_blocks - self.nj_residency.ballast.held
+                - sched.kv_cache_manager.block_pool.get_num_free_blocks()
+            )
+            self.nj_log.step(record, start_mono=start, chosen_gamma=chosen)
+            if step_outcome is not None:
+                self.nj_policy.observe(step_outcome)
+        if getattr(scheduler_output, RESIDENCY_ATTR, None) is not None:
+            self.nj_residency.after_step()
+        return super().update_from_output(  # type: ignore[misc]
+            scheduler_output, model_runner_output
+        )
+
+    def _free_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        drafted, accepted = self.nj_stats.pop_request(request.request_id)
+        self.nj_log.write("request", request_id=request.request_id, drafted=drafted,
+                          accepted=accepted, preemptions=request.num_preemptions)
+        return super()._free_request(request, *args, **kwargs)  # type: ignore[misc]
+
+    def shutdown(self) -> None:
+        self.nj_log.write("summary", **self.nj_residency.controller.summary(time.monotonic()))
+        self.nj_log.close()
+        super().shutdown()  # type: ignore[misc]
+
+
+class NightjarScheduler(NightjarSchedulerMixin, Scheduler):
+    """For engines without async scheduling (vLLM on CPU always disables it)."""
+
+
+class NightjarAsyncScheduler(NightjarSchedulerMixin, AsyncScheduler):
+    """For engines with async scheduling (vLLM's default on CUDA)."""

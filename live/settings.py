@@ -1,0 +1,68 @@
+"""What the Nightjar scheduler and worker need to know, carried inside vLLM's config.
+
+vLLM builds the scheduler and the workers itself, often in other processes, so the
+only channel from the caller is ``VllmConfig.additional_config``: a JSON-able dict.
+:class:`LiveSettings` round-trips through it under the ``"nightjar"`` key.
+This module imports neither vllm nor torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+
+KEY = "nightjar"
+
+# The only vLLM release whose private scheduler/worker internals this package
+# has been checked against; others fail fast with a clear message.
+SUPPORTED_VLLM = ("0.32.0",)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSettings:
+    """Per-engine Nightjar settings.
+
+    Invariants: ``0 <= gamma_max``; the engine must be started with
+    ``num_speculative_tokens == gamma_max`` (checked by the scheduler), because vLLM
+    sizes its draft buffers for that and can only run shorter lengths.
+    """
+
+    policy: str = "nospec"
+    gamma_max: int = 3
+    seed: int = 0
+    # JSON-lines file the scheduler appends step/request/event records to (the
+    # engine core may run in another process, so records travel through a file).
+    step_log: str | None = None
+    # Draft residency. ``memory`` holds nightjar.memory.MemoryConfig fields;
+    # ``None`` keeps the draft resident for the whole run.
+    memory: dict[str, Any] | None = None
+    # KV blocks the draft's bytes stand for; ``None`` = derive from the draft's
+    # weight files and the engine's bytes per block.
+    ballast_blocks: int | None = None
+    # Test hook: forced residency actions at given step indices ({step: "offload" |
+    # "reload"}), bypassing the controller, to exercise offload/reload cycles.
+    forced_residency: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.gamma_max < 0:
+            raise NightjarInputError(f"gamma_max must be >= 0, got {self.gamma_max}")
+        if self.ballast_blocks is not None and self.ballast_blocks < 0:
+            raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
+        for step, action in self.forced_residency.items():
+            if action not in ("offload", "reload"):
+                raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")
+
+    def to_additional_config(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        # JSON object keys are strings; from_config turns them back into ints.
+        data["forced_residency"] = {str(k): v for k, v in self.forced_residency.items()}
+        return {KEY: data}
+
+    @classmethod
+    def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
+        data = dict((additional_config or {}).get(KEY) or {})
+        forced = data.pop("forced_residency", {}) or {}
+        return cls(**data, forced_residency={int(k): str(v) for k, v in forced.items()})

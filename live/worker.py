@@ -1,0 +1,90 @@
+"""A ``worker_cls`` that can take the drafter out of device memory and skip it.
+
+The Nightjar scheduler attaches a residency command (``"offload"``/``"reload"``)
+to the ``SchedulerOutput`` of the step that should carry it. The worker performs
+the move before that step's forward pass, so when the scheduler sees the step's
+output the transfer is complete. While the drafter is parked, its ``propose`` is
+replaced by one that returns no draft tokens without running the draft model
+(gamma is 0 on those steps anyway; the scheduler clamps it). The draft's KV cache
+is therefore not kept in sync while parked: after a reload the drafter sees stale
+KV for the tokens it missed, which costs acceptance, never correctness (the
+target verifies every token). See docs/live.md.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from vllm.logger import init_logger
+
+from nightjar.live.offload import WeightParking
+from nightjar.live.scheduler import RESIDENCY_ATTR
+
+log = init_logger(__name__)
+
+
+def _base_worker() -> type:
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        from vllm.v1.worker.cpu_worker import CPUWorker
+
+        return CPUWorker
+    from vllm.v1.worker.gpu_worker import Worker
+
+    return Worker
+
+
+class NightjarWorkerMixin:
+    _nj_parking: WeightParking | None = None
+    _nj_real_propose: Any = None
+
+    def _nj_drafter(self) -> Any:
+        runner: Any = getattr(self, "model_runner", None)
+        return getattr(runner, "drafter", None)
+
+    def _nj_skip_propose(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        # Mirrors the K = 0 path of vLLM's proposer, minus the draft forward pass.
+        cad = kwargs["common_attn_metadata"]
+        device = kwargs["next_token_ids"].device
+        return torch.empty(cad.batch_size(), 0, device=device, dtype=torch.int64)
+
+    def nightjar_offload(self) -> int:
+        drafter = self._nj_drafter()
+        if drafter is None or getattr(drafter, "model", None) is None:
+            raise RuntimeError("nightjar: offload asked but the engine has no draft model")
+        if self._nj_parking is None:
+            self._nj_parking = WeightParking(drafter.model)
+        moved = self._nj_parking.park()
+        self._nj_real_propose = drafter.propose
+        drafter.propose = self._nj_skip_propose
+        return moved
+
+    def nightjar_reload(self) -> int:
+        drafter = self._nj_drafter()
+        if self._nj_parking is None or drafter is None:
+            return 0
+        moved = self._nj_parking.restore()
+        if self._nj_real_propose is not None:
+            drafter.propose = self._nj_real_propose
+            self._nj_real_propose = None
+        return moved
+
+    def nightjar_draft_parked(self) -> bool:
+        return self._nj_parking is not None and self._nj_parking.parked
+
+    def execute_model(self, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        command = getattr(scheduler_output, RESIDENCY_ATTR, None)
+        if command is not None:
+            start = time.perf_counter()
+            moved = self.nightjar_offload() if command == "offload" else self.nightjar_reload()
+            log.info("nightjar: %s moved %.1f MB in %.3f s", command, moved / 1e6,
+                     time.perf_counter() - start)
+        return super().execute_model(scheduler_output, *args, **kwargs)  # type: ignore[misc]
+
+
+NightjarWorker: type = type("NightjarWorker", (NightjarWorkerMixin, _base_worker()), {})
+NightjarWorker.__module__ = __name__
+NightjarWorker.__doc__ = "vLLM's platform worker with Nightjar's draft residency."

@@ -1,0 +1,95 @@
+"""Small numeric helpers the adaptive policies share.
+
+Kept free of numpy so that a decision costs microseconds: every function here works
+on Python floats and ints, and the per-step ones avoid allocation.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from nightjar.errors import NightjarInputError
+from nightjar.types import StepOutcome
+
+# Acceptance rates are clipped below 1 so the geometric series stays finite and the
+# inversion below stays monotone; a perfect draft is not physical anyway.
+MAX_ALPHA = 0.999
+
+
+def bucket_of(batch_size: int) -> int:
+    """Power-of-two batch-size bucket: 1 -> 0, 2 -> 1, 3-4 -> 2, 5-8 -> 3, ..., 129-256 -> 8.
+
+    Why powers of two: a decode step's cost is flat while the GPU is memory-bound
+    and then grows with the batch, so the right gamma changes on a log scale of B;
+    uniform buckets would either blur small batches or split large ones needlessly.
+    """
+    return (max(batch_size, 1) - 1).bit_length()
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """Mean tokens one request emits in a step: (1 - a^(g+1)) / (1 - a), geometric law."""
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def expected_tokens_all(alpha: float, gamma_max: int) -> list[float]:
+    """``expected_tokens(alpha, g)`` for g = 0..gamma_max, by the running geometric sum."""
+    out = [1.0]
+    p = 1.0
+    for _ in range(gamma_max):
+        p *= alpha
+        out.append(out[-1] + p)
+    return out
+
+
+def step_loss(outcome: StepOutcome) -> float | None:
+    """Per-token latency of a step: seconds per generated token, seen by one request.
+
+    ``(step_time_s - switch_cost_s) * batch_size / emitted``: the step's time times
+    the tokens one request got from it, inverted. It is the step's contribution to
+    TPOT, and comparable across gammas at the same batch size. The switch cost is
+    taken out because it belongs to the transition, not to the arm (policies that
+    care amortise it separately). ``None`` when the step emitted nothing.
+    """
+    if outcome.emitted <= 0 or outcome.batch_size <= 0:
+        return None
+    return (outcome.step_time_s - outcome.switch_cost_s) * outcome.batch_size / outcome.emitted
+
+
+class AcceptanceInverter:
+    """Recovers a per-token acceptance rate from the mean accepted drafts per request.
+
+    Under the geometric law a request drafting ``g`` tokens accepts on average
+    ``m(a, g) = a (1 - a^g) / (1 - a)`` of them. ``accepted / drafted`` (vLLM's
+    "acceptance rate") underestimates ``a`` because drafts after the first
+    rejection count as rejected; inverting ``m`` does not. Tables on a fixed grid
+    of ``a`` keep the inversion a bisection, with no iteration at run time.
+    """
+
+    def __init__(self, gamma_max: int, grid: int = 400) -> None:
+        self._alphas = [MAX_ALPHA * i / grid for i in range(grid + 1)]
+        # _tables[g][i] = m(alphas[i], g), increasing in i for every g >= 1.
+        self._tables: list[list[float]] = [[0.0] * (grid + 1)]
+        for g in range(1, gamma_max + 1):
+            self._tables.append([expected_tokens(a, g) - 1.0 for a in self._alphas])
+
+    def invert(self, mean_accepted: float, gamma: int) -> float | None:
+        """The ``a`` with ``m(a, gamma) = mean_accepted``; ``None`` when gamma is 0."""
+        if gamma <= 0 or gamma >= len(self._tables):
+            return None
+        table = self._tables[gamma]
+        i = bisect_left(table, mean_accepted)
+        if i <= 0:
+            return 0.0
+        if i >= len(table):
+            return MAX_ALPHA
+        lo, hi = table[i - 1], table[i]
+        frac = (mean_accepted - lo) / (hi - lo) if hi > lo else 0.0
+        return self._alphas[i - 1] + frac * (self._alphas[i] - self._alphas[i - 1])
+
+
+def parse_no_arg(name: str, arg: str | None) -> None:
+    """Policies without parameters reject ``name:anything`` instead of ignoring it."""
+    if arg:
+        raise NightjarInputError(f"policy {name!r} takes no argument, got {arg!r}")

@@ -1,0 +1,204 @@
+"""``nightjar profile``: generate (roofline), list and show latency/memory profiles.
+
+Measured profiling (``--model PATH`` without ``--roofline``) runs real vLLM and
+belongs to the live engine; until it lands this path says so and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+
+SHOW_BATCHES = (1, 4, 16, 32, 64, 128, 256)
+SHOW_GAMMAS = (0, 1, 2, 3, 4)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "profile", help="generate, list or show latency/memory profiles", description=__doc__
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--roofline",
+        action="store_true",
+        help="generate a profile from the analytic roofline model",
+    )
+    mode.add_argument("--list", action="store_true", help="list GPUs, models and profiles")
+    mode.add_argument("--show", metavar="NAME", help="summarise a profile (name or path)")
+    p.add_argument("--gpu", help="GPU name for --roofline (see --list)")
+    p.add_argument("--model", help="target model name (--roofline) or path (measured)")
+    p.add_argument("--draft", help="draft model name")
+    p.add_argument("--out", help="where to write the profile JSON")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument(
+        "--activation-reserve-bytes",
+        type=int,
+        default=None,
+        help="override the estimated activation reserve (calibration)",
+    )
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        help="fraction of device memory vLLM may use (default 0.9)",
+    )
+    p.add_argument("--block-size", type=int, default=None, help="KV block size in tokens")
+    p.add_argument(
+        "--context", type=float, default=512.0, help="context length for --show (default 512)"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list()
+    if args.show:
+        return _show(args.show, args.context)
+    if args.roofline:
+        return _roofline(args)
+    if args.model:
+        raise NightjarInputError(
+            "measured profiling needs the live engine: it is not available yet; "
+            "use --roofline --gpu GPU --model NAME --draft NAME for a modelled profile"
+        )
+    raise NightjarInputError("nothing to do: give --roofline, --list, --show NAME or --model")
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The canonical command line that reproduces this profile (stored in the file)."""
+    parts = [
+        "nightjar",
+        "profile",
+        "--roofline",
+        "--gpu",
+        args.gpu,
+        "--model",
+        args.model,
+        "--draft",
+        args.draft,
+    ]
+    for flag in ("activation_reserve_bytes", "gpu_memory_utilization", "block_size"):
+        value = getattr(args, flag)
+        if value is not None:
+            parts += ["--" + flag.replace("_", "-"), str(value)]
+    if args.out:
+        parts += ["--out", args.out]
+    return shlex.join(parts)
+
+
+def _roofline(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from nightjar.profile import Profile
+    from nightjar.roofline import RooflineParams, build_profile
+
+    missing = [f"--{k}" for k in ("gpu", "model", "draft") if not getattr(args, k)]
+    if missing:
+        raise NightjarInputError(f"--roofline needs {', '.join(missing)}")
+    params = RooflineParams()
+    if args.gpu_memory_utilization is not None:
+        if not 0.0 < args.gpu_memory_utilization <= 1.0:
+            raise NightjarInputError("--gpu-memory-utilization must be in (0, 1]")
+        params = replace(params, gpu_memory_utilization=args.gpu_memory_utilization)
+    if args.block_size is not None:
+        if args.block_size < 1:
+            raise NightjarInputError("--block-size must be >= 1")
+        params = replace(params, block_size=args.block_size)
+    if args.activation_reserve_bytes is not None and args.activation_reserve_bytes < 0:
+        raise NightjarInputError("--activation-reserve-bytes must be >= 0")
+    out = (
+        Path(args.out) if args.out else Path(f"{args.gpu}__{args.model}+{args.draft}.json".lower())
+    )
+    if out.exists() and not args.force:
+        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
+    data = build_profile(
+        args.gpu, args.model, args.draft, _command(args), params, args.activation_reserve_bytes
+    )
+    profile = Profile.from_json(data, str(out))  # validate before writing
+    try:
+        out.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    mem = profile.memory
+    print(
+        f"wrote {out}: {profile.name} (roofline), KV blocks {mem.kv_blocks(False)} without "
+        f"draft, {mem.kv_blocks(True)} with"
+    )
+    return 0
+
+
+def _list() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from nightjar.hardware import GPUS, MODELS
+    from nightjar.profile import bundled_profiles
+
+    console = Console()
+    gpus = Table(
+        "GPU", "description", "bf16 TFLOP/s", "HBM GB/s", "memory GiB", "host GB/s", title="GPUs"
+    )
+    for g in GPUS.values():
+        gpus.add_row(
+            g.name,
+            g.description,
+            f"{g.peak_flops / 1e12:.0f}",
+            f"{g.mem_bandwidth_bytes_per_s / 1e9:.0f}",
+            f"{g.memory_bytes / 2**30:.1f}",
+            f"{g.host_link_bytes_per_s / 1e9:.0f}",
+        )
+    models = Table(
+        "model", "params", "layers", "hidden", "heads/kv", "KV KiB/token", title="models"
+    )
+    for m in MODELS.values():
+        models.add_row(
+            m.name,
+            f"{m.params / 1e9:.3f}B",
+            str(m.layers),
+            str(m.hidden),
+            f"{m.heads}/{m.kv_heads}",
+            f"{m.kv_bytes_per_token / 1024:g}",
+        )
+    console.print(gpus, models)
+    console.print("bundled profiles:")
+    for name in bundled_profiles():
+        console.print(f"  {name}")
+    return 0
+
+
+def _show(name: str, context: float) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from nightjar.profile import load_profile
+
+    p = load_profile(name)
+    gammas = [g for g in SHOW_GAMMAS if g <= p.gamma_max]
+    table = Table(
+        "B",
+        *[f"gamma {g}" for g in gammas],
+        title=f"{p.name}: decode step ms at context {context:g} ({p.source})",
+    )
+    for b in SHOW_BATCHES:
+        if p.min_batch_size <= b <= p.max_batch_size:
+            table.add_row(str(b), *[f"{p.step_time_s(b, g, context) * 1e3:.2f}" for g in gammas])
+    console = Console()
+    console.print(table)
+    mem = p.memory
+    with_d, without = mem.kv_blocks(True), mem.kv_blocks(False)
+    share = 1 - with_d / without if without else 0.0
+    console.print(
+        f"KV blocks ({mem.block_size} tokens): {without} without draft, {with_d} with "
+        f"(draft costs {share:.1%}); draft transfer {mem.draft_transfer_s * 1e3:.1f} ms"
+    )
+    for w in p.workloads:
+        acc = p.acceptance(w)
+        assert acc is not None
+        console.print(f"acceptance {w}: mean {acc[0]:.2f}, concentration {acc[1]:g}")
+    console.print(f"command: {p.command}")
+    return 0

@@ -1,0 +1,97 @@
+"""``nightjar sim``: run policies over a trace in the simulator and report."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from nightjar.errors import NightjarInputError
+from nightjar.policy import expand_specs, registered
+
+DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
+    p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
+    p.add_argument("--profile", default=None, help="bundled profile name or path")
+    p.add_argument(
+        "--policy", action="append", dest="policies", metavar="SPEC",
+        help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
+        f" default: {' '.join(DEFAULT_POLICIES)}",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gamma-max", type=int, default=4)
+    p.add_argument("--draft-kv", choices=["skip", "sync"], default="skip",
+                   help="skip the draft at gamma 0 and rebuild its KV later, or keep it in sync")
+    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric")
+    p.add_argument("--offload", choices=["on", "off"], default="off",
+                   help="move the draft to host memory under KV pressure")
+    p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
+                   help="how a reload takes back its KV blocks")
+    p.add_argument("--no-oracle", action="store_true", help="skip the oracle run used for regret")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nightjar.metrics import summarize
+    from nightjar.output import write_all
+    from nightjar.profile import DEFAULT_PROFILE, load_profile
+    from nightjar.progress import LazyProgress
+    from nightjar.regret import regret
+    from nightjar.report import write_report
+    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
+    from nightjar.table import summary_table
+    from nightjar.trace import load_trace
+
+    if args.gamma_max < 1:
+        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
+    trace = load_trace(args.trace)
+    profile = load_profile(args.profile or DEFAULT_PROFILE)
+    if args.gamma_max > profile.gamma_max:
+        raise NightjarInputError(
+            f"--gamma-max {args.gamma_max} exceeds the profile's table"
+            f" (gamma <= {profile.gamma_max})"
+        )
+    specs = expand_specs(args.policies or [s for s in DEFAULT_POLICIES if _known(s)])
+    with_oracle = not args.no_oracle and "oracle" in registered()
+    runs = specs + (["oracle"] if with_oracle and "oracle" not in specs else [])
+    out = args.out or Path("reports") / f"{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    cfg = SimConfig(
+        seed=args.seed, gamma_max=args.gamma_max, draft_kv_mode=DraftKVMode(args.draft_kv),
+        acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
+        reload_mode=ReloadMode(args.reload),
+    )
+    # Fail on an unwritable folder before spending time simulating.
+    from nightjar.output import prepare_out_dir
+
+    prepare_out_dir(out, args.force)
+
+    with LazyProgress(enabled=not args.quiet) as bar:
+        for spec in runs:
+            bar.add(spec, trace.duration_s)
+        results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
+
+    oracle = next((r for r in results if r.policy == "oracle"), None)
+    summaries = [summarize(r) for r in results]
+    regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
+    console = Console()
+    title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
+    console.print(summary_table(summaries, regrets, title=title))
+    write_all(results, out, force=True, oracle=oracle)
+    if not args.no_report:
+        write_report(results, out / "report.html", title=title, oracle=oracle)
+    console.print(f"wrote {out}/")
+    return 0
+
+
+def _known(spec: str) -> bool:
+    return spec.partition(":")[0] in registered()

@@ -1,0 +1,193 @@
+"""Write a run's CSVs and summary into an output folder, without clobbering user files.
+
+Layout (docs/outputs.md): ``<out>/.nightjar-run`` marker, ``<out>/summary.csv`` (one
+row per policy), optionally ``<out>/report.html``, and per policy
+``<out>/<slug>/{requests,steps}.csv`` and ``summary.json``. A folder holding the
+marker was written by nightjar and may be written again; any other non-empty folder
+is refused unless the caller forces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nightjar.errors import NightjarInputError
+from nightjar.metrics import Slo, request_latencies, summarize
+from nightjar.records import RunResult
+from nightjar.regret import regret
+
+MARKER = ".nightjar-run"
+# Characters kept as they are in a slug; all portable in file names on every OS.
+_SAFE = re.compile(r"[A-Za-z0-9.+-]")
+
+
+def policy_slug(spec: str) -> str:
+    """A readable, filesystem-safe folder name for a policy spec.
+
+    ``fixed:3`` -> ``fixed-3``; ``schedule:1-16:3,17-64:1,65-:0`` ->
+    ``schedule-1-16=3_17-64=1_65-=0``: the first ':' becomes '-', later ':' become
+    '=' and ',' becomes '_'. Distinct specs get distinct slugs: when the spec holds
+    a character that is not kept (or an '=' / '_' that the mapping also produces), a
+    short hash of the spec is appended.
+    """
+    name, sep, arg = spec.strip().partition(":")
+    mapped = arg.replace(":", "=").replace(",", "_")
+    body = name + ("-" + mapped if sep else "")
+    slug = "".join(c if _SAFE.match(c) or c in "=_" else "~" for c in body)
+    lossy = "~" in slug or any(c in "=_" for c in name + arg) or not slug.strip(".")
+    if lossy:
+        slug = slug.replace("~", "") + "-" + hashlib.sha1(spec.encode()).hexdigest()[:6]
+    return slug
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write to {path}: {exc.strerror or exc}") from None
+
+
+def prepare_out_dir(path: Path, force: bool = False) -> Path:
+    """Create ``path`` (or accept a previous nightjar output there) and mark it.
+
+    Refuses an existing non-empty folder that has no marker unless ``force``.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise NightjarInputError(f"cannot write to {path}: it exists and is not a directory")
+    ours = (path / MARKER).exists()
+    if path.is_dir() and not force and not ours and any(path.iterdir()):
+        raise NightjarInputError(
+            f"output directory {path} is not empty and was not written by nightjar; "
+            "choose a new directory or pass --force"
+        )
+    with _writing(path):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")
+    return path
+
+
+def _json_safe(value: Any) -> Any:
+    # JSON has no NaN/inf; null says "undefined" (e.g. TPOT with only 1-token outputs).
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def summary_row(
+    result: RunResult, slo: Slo | None = None, oracle: RunResult | None = None
+) -> dict[str, Any]:
+    """The flat summary of one run (plus regret columns when an oracle is given)."""
+    summary = summarize(result, slo).as_dict()
+    head = {k: summary.pop(k) for k in ("policy", "engine", "trace")}
+    row: dict[str, Any] = {**head, "profile": result.profile, "seed": result.seed, **summary}
+    if oracle is not None:
+        r = regret(result, oracle)
+        row.update(regret_pct=r.percent, regret_s=r.absolute_s, ptl_s=r.ptl_s)
+    return row
+
+
+def write_run(
+    result: RunResult,
+    out_dir: Path,
+    *,
+    slo: Slo | None = None,
+    oracle: RunResult | None = None,
+    slug: str | None = None,
+    row: dict[str, Any] | None = None,
+) -> list[Path]:
+    """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run.
+
+    ``out_dir`` should come from :func:`prepare_out_dir`; ``row`` is a precomputed
+    :func:`summary_row` (summaries of 150k-step runs are worth not repeating).
+    Returns the written paths.
+    """
+    folder = Path(out_dir) / (slug or policy_slug(result.policy))
+    summary = row if row is not None else summary_row(result, slo, oracle)
+    paths = [folder / "requests.csv", folder / "steps.csv", folder / "summary.json"]
+    with _writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        request_latencies(result.requests_frame()).to_csv(paths[0], index=False)
+        result.steps_frame().to_csv(paths[1], index=False)
+        record = {k: _json_safe(v) for k, v in summary.items()}
+        paths[2].write_text(json.dumps(record, indent=2) + "\n")
+    return paths
+
+
+def unique_slugs(results: Sequence[RunResult]) -> list[str]:
+    """Slugs for runs written side by side; a repeated policy (e.g. the same spec on
+    the sim and live engines) gets its engine, then a counter, appended."""
+    slugs: list[str] = []
+    for result in results:
+        slug = policy_slug(result.policy)
+        if slug in slugs:
+            slug = f"{slug}-{result.engine}"
+        base, n = slug, 2
+        while slug in slugs:
+            slug, n = f"{base}-{n}", n + 1
+        slugs.append(slug)
+    return slugs
+
+
+def write_comparison(
+    results: Sequence[RunResult],
+    out_dir: Path,
+    *,
+    slo: Slo | None = None,
+    oracle: RunResult | None = None,
+) -> Path:
+    """Write ``summary.csv``: one row per run (with regret columns if an oracle is given)."""
+    return _write_summary_csv([summary_row(r, slo, oracle) for r in results], results, out_dir)
+
+
+def _write_summary_csv(
+    rows: list[dict[str, Any]], results: Sequence[RunResult], out_dir: Path
+) -> Path:
+    slugs = unique_slugs(results)
+    rows = [{"slug": slug, **row} for slug, row in zip(slugs, rows, strict=True)]
+    path = Path(out_dir) / "summary.csv"
+    with _writing(path):
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def write_all(
+    results: Sequence[RunResult],
+    out_dir: Path,
+    *,
+    force: bool = False,
+    slo: Slo | None = None,
+    oracle: RunResult | None = None,
+    report_title: str | None = None,
+) -> list[Path]:
+    """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
+
+    With ``report_title``, also writes ``report.html`` (see :mod:`nightjar.report`).
+    """
+    prepare_out_dir(out_dir, force)
+    rows = [summary_row(r, slo, oracle) for r in results]
+    paths: list[Path] = []
+    for result, slug, row in zip(results, unique_slugs(results), rows, strict=True):
+        paths += write_run(result, out_dir, slug=slug, row=row)
+    paths.append(_write_summary_csv(rows, results, out_dir))
+    if report_title is not None:
+        # Imported here: plotly is slow to import and only the report needs it.
+        from nightjar.report import write_report
+
+        paths.append(
+            write_report(
+                list(results), Path(out_dir) / "report.html", report_title, oracle=oracle, slo=slo
+            )
+        )
+    return paths

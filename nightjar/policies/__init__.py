@@ -1,0 +1,1 @@
+"""Every module in this package registers one or more policies on import."""

@@ -1,0 +1,131 @@
+"""The policy protocol and the registry that turns ``"fixed:3"`` into a policy.
+
+A policy is registered by decorating a factory in a module of
+``nightjar.policies``; every module there is imported on first lookup, so adding a
+policy is one new file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from nightjar.errors import NightjarInputError
+from nightjar.types import Decision, LatencyModel, StepContext, StepOutcome
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Chooses the speculation length each step and learns from what happened.
+
+    ``decide`` must be cheap (microseconds) and deterministic given the policy's
+    seed and the sequence of contexts and outcomes it has seen.
+    """
+
+    name: str
+
+    def decide(self, ctx: StepContext) -> Decision: ...
+
+    def observe(self, outcome: StepOutcome) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyEnv:
+    """What a policy may know about its deployment when it is built."""
+
+    gamma_max: int = 4
+    seed: int = 0
+    # The hardware's step latency (a profile), where one exists; policies may use
+    # it as a prior (``nightjar+``, ``dsd``) or as ground truth (``oracle``).
+    latency: LatencyModel | None = None
+    # Prior mean acceptance rate of the draft on this workload, if known.
+    acceptance_prior: float | None = None
+    # Whether the engine can run a different length per request (the simulator can,
+    # vLLM cannot).
+    per_request: bool = True
+
+
+PolicyFactory = Callable[[str | None, PolicyEnv], Policy]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInfo:
+    name: str
+    factory: PolicyFactory
+    summary: str
+    # Spec strings that ``--policy all`` runs for this policy (e.g. fixed:1..4).
+    default_specs: tuple[str, ...]
+
+
+_REGISTRY: dict[str, PolicyInfo] = {}
+_loaded = False
+
+
+def register(
+    name: str, summary: str, default_specs: tuple[str, ...] | None = None
+) -> Callable[[PolicyFactory], PolicyFactory]:
+    """Register ``factory(arg, env)`` under ``name``; ``arg`` is the text after ':'."""
+
+    def wrap(factory: PolicyFactory) -> PolicyFactory:
+        if name in _REGISTRY:
+            raise RuntimeError(f"policy {name!r} registered twice")
+        specs = default_specs if default_specs is not None else (name,)
+        _REGISTRY[name] = PolicyInfo(name, factory, summary, specs)
+        return factory
+
+    return wrap
+
+
+def _load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import nightjar.policies as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    _loaded = True
+
+
+def registered() -> dict[str, PolicyInfo]:
+    _load_all()
+    return dict(_REGISTRY)
+
+
+def make_policy(spec: str, env: PolicyEnv) -> Policy:
+    """Build a policy from a spec such as ``nospec``, ``fixed:3`` or ``schedule:1-16:3``."""
+    _load_all()
+    name, _, arg = spec.strip().partition(":")
+    info = _REGISTRY.get(name)
+    if info is None:
+        known = ", ".join(sorted(_REGISTRY))
+        raise NightjarInputError(f"unknown policy {spec!r} (known: {known})")
+    policy = info.factory(arg or None, env)
+    policy.name = spec.strip()
+    return policy
+
+
+def expand_specs(specs: list[str]) -> list[str]:
+    """Expand ``all`` into every registered policy's default specs, keeping order."""
+    _load_all()
+    out: list[str] = []
+    for spec in specs:
+        chosen = (
+            [s for info in _REGISTRY.values() for s in info.default_specs]
+            if spec == "all"
+            else [spec]
+        )
+        out.extend(s for s in chosen if s not in out)
+    return out
+
+
+def clamp_decision(decision: Decision, ctx: StepContext) -> Decision:
+    """Clip a decision to ``0..gamma_max`` and to 0 while the draft is away."""
+    if isinstance(decision, int):
+        return 0 if not ctx.draft_resident else max(0, min(decision, ctx.gamma_max))
+    if not ctx.draft_resident:
+        return [0] * len(decision)
+    return [max(0, min(int(g), ctx.gamma_max)) for g in decision]

@@ -1,0 +1,1 @@
+"""Bundled latency profiles (JSON)."""

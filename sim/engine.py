@@ -1,0 +1,276 @@
+"""One simulated engine: a simpy process that runs schedule -> run -> postprocess.
+
+Each step the engine (1) pulls arrivals into the FCFS waiting queue, (2) asks the
+policy for gamma, (3) grows the running requests' KV for ``ctx + gamma + 1``
+tokens, preempting the newest by recompute when blocks run out, (4) admits
+waiting requests while blocks, sequence slots and the token budget allow (none
+after a preemption, as vLLM), (5) charges the step's latency from the profile and
+(6) applies the sampled outcome when the step ends.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from nightjar.policy import Policy, clamp_decision
+from nightjar.profile import Profile
+from nightjar.records import StepRecord
+from nightjar.sim.acceptance import sample_accepted
+from nightjar.sim.batch import RunningBatch
+from nightjar.sim.config import DraftKVMode, SimConfig
+from nightjar.sim.draft import DraftMemory
+from nightjar.sim.kv import BlockPool
+from nightjar.sim.ledger import Ledger
+from nightjar.types import Decision, StepContext, StepOutcome
+
+
+def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
+    return -(-tokens // block_size)
+
+
+class Engine:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        ledger: Ledger,
+        profile: Profile,
+        policy: Policy,
+        config: SimConfig,
+        on_step: Callable[[float], None] | None = None,
+    ) -> None:
+        self.env = env
+        self.ledger = ledger
+        self.profile = profile
+        self.policy = policy
+        self.cfg = config
+        self.block_size = profile.memory.block_size
+        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=True))
+        self.draft = DraftMemory(env, self.pool, profile, config)
+        self.rng = np.random.default_rng([config.seed, 11])
+        self.batch = RunningBatch()
+        self.waiting: deque[int] = deque()
+        self.next_arrival = 0
+        self.steps: list[StepRecord] = []
+        self.on_step = on_step
+        self.wants_requests = bool(getattr(policy, "uses_request_info", False))
+        self.drafted_total = 0
+        self.accepted_total = 0
+
+    # -- the simpy process -------------------------------------------------------
+    def run(self) -> Generator[simpy.Event, Any, None]:
+        n = self.ledger.arrival_s.shape[0]
+        arrivals = self.ledger.arrival_s
+        while self.ledger.finished < n:
+            now = self.env.now
+            while self.next_arrival < n and arrivals[self.next_arrival] <= now:
+                self.waiting.append(self.next_arrival)
+                self.next_arrival += 1
+            if not len(self.batch) and not self.waiting:
+                yield self.env.timeout(float(arrivals[self.next_arrival]) - now)
+                continue
+            step_time = self._step(now)
+            yield self.env.timeout(step_time)
+            if self.on_step is not None:
+                self.on_step(self.env.now)
+
+    # -- one step -----------------------------------------------------------------
+    def _context(self, now: float) -> StepContext:
+        b = self.batch
+        led = self.ledger
+        ids = true_acc = est = None
+        if self.wants_requests and len(b):
+            ids = b.rid.tolist()
+            true_acc = led.alpha[b.rid].tolist()
+            est = ((led.accepted[b.rid] + 1.0) / (led.drafted[b.rid] + 2.0)).tolist()
+        return StepContext(
+            now=now,
+            batch_size=len(b),
+            num_waiting=len(self.waiting),
+            kv_free_blocks=self.pool.free,
+            kv_total_blocks=self.pool.total - self.pool.reclaim_pending,
+            draft_resident=self.draft.resident,
+            gamma_max=self.cfg.gamma_max,
+            mean_context_len=float(b.ctx.mean()) if len(b) else 0.0,
+            request_ids=ids,
+            acceptance_estimates=est,
+            true_acceptance=true_acc,
+        )
+
+    def _step(self, now: float) -> float:
+        b, led, pool = self.batch, self.ledger, self.pool
+        ctx = self._context(now)
+        raw = self.policy.decide(ctx) if ctx.batch_size else 0
+        decision, clamped = self.draft.decide(
+            ctx, raw, self._acceptance_estimate(), self._preempt_last, self._forget_draft_kv
+        )
+        gammas = self._gammas(clamp_decision(decision, ctx), len(b))
+        preempted = self._grow_kv(gammas) or len(b) < ctx.batch_size
+        gammas = gammas[: len(b)]
+        n_decode = len(b)
+        budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n_decode
+        admitted, prefill_tokens = self._admit(budget) if not preempted else (0, 0)
+
+        # Latency of the step.
+        g_max = int(gammas.max()) if n_decode else 0
+        step_s = 0.0
+        switch_s = 0.0
+        mean_ctx = float(b.ctx[:n_decode].mean()) if n_decode else 0.0
+        if n_decode:
+            step_s += self._decode_time(n_decode, gammas, g_max, mean_ctx)
+            spec = gammas > 0
+            if g_max > 0:
+                lag = int(b.lag[:n_decode][spec].sum())
+                if lag:
+                    switch_s = self.profile.draft_prefill_time_s(lag)
+            elif self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident:
+                step_s += self.profile.draft_forward_s(n_decode, mean_ctx)
+        if prefill_tokens:
+            step_s += self.profile.prefill_time_s(prefill_tokens)
+            if self.draft.resident and (g_max > 0 or self.cfg.draft_kv_mode is DraftKVMode.SYNC):
+                step_s += self.profile.draft_prefill_time_s(prefill_tokens)
+                b.lag[n_decode:] = 0
+        step_s += switch_s + self.draft.take_step_overhead_s()
+        end = now + step_s
+
+        # Outcome, applied at the step's end.
+        rid = b.rid[:n_decode]
+        remaining = led.output[rid] - led.generated[rid]
+        acc = sample_accepted(
+            self.rng, led.alpha[rid], gammas, self.cfg.acceptance_model, self.cfg.positional_decay
+        )
+        emitted = np.minimum(acc + 1, remaining)
+        led.generated[rid] += emitted
+        led.drafted[rid] += gammas
+        led.accepted[rid] += acc
+        b.ctx[:n_decode] += emitted
+        lag = b.lag[:n_decode]
+        lag[gammas > 0] = 0
+        if not (self.draft.resident and self.cfg.draft_kv_mode is DraftKVMode.SYNC):
+            lag[gammas == 0] += emitted[gammas == 0]
+        if admitted:
+            new = b.rid[n_decode:]
+            first = np.isnan(led.first_token_s[new])
+            led.first_token_s[new[first]] = end
+            led.generated[new] += 1
+            b.ctx[n_decode:] += 1
+        done = led.generated[b.rid] >= led.output[b.rid]
+        if done.any():
+            led.finish_s[b.rid[done]] = end
+            led.finished += int(done.sum())
+            pool.release(int(b.blocks[done].sum()))
+            b.keep(~done)
+        self.draft.after_step(self._preempt_last)
+
+        drafted, accepted, out = int(gammas.sum()), int(acc.sum()), int(emitted.sum())
+        self.drafted_total += drafted
+        self.accepted_total += accepted
+        self.steps.append(StepRecord(
+            now, step_s, n_decode, len(self.waiting), g_max, prefill_tokens, drafted, accepted,
+            out, pool.used, pool.total - pool.reclaim_pending, self.draft.state_name,
+            switch_s, clamped,
+        ))
+        if n_decode:
+            self.policy.observe(StepOutcome(
+                gamma=g_max, batch_size=n_decode, step_time_s=step_s, drafted=drafted,
+                accepted=accepted, emitted=out, switch_cost_s=switch_s, clamped=clamped,
+                request_ids=rid.tolist() if self.wants_requests else None,
+                per_request_accepted=acc.tolist() if self.wants_requests else None,
+                per_request_drafted=gammas.tolist() if self.wants_requests else None,
+            ))
+        return step_s
+
+    @staticmethod
+    def _gammas(decision: Decision, n: int) -> np.ndarray:
+        if isinstance(decision, int):
+            return np.full(n, decision, dtype=np.int64)
+        # The batch may have shrunk since the decision (preemption for a reload);
+        # the preempted requests are the tail.
+        return np.asarray(decision[:n], dtype=np.int64)
+
+    def _acceptance_estimate(self) -> float:
+        """Accepted / drafted so far, starting from a neutral prior of 0.5."""
+        return (self.accepted_total + 5.0) / (self.drafted_total + 10.0)
+
+    def _forget_draft_kv(self) -> None:
+        """The draft is leaving: its KV cache is gone and must be rebuilt on return."""
+        self.batch.lag[:] = self.batch.ctx
+
+    def _decode_time(self, n: int, gammas: np.ndarray, g_max: int, mean_ctx: float) -> float:
+        timing = self.profile.decode_timing(n, g_max, mean_ctx)
+        g_mean = float(gammas.mean())
+        if g_mean == g_max:
+            return timing.step_s
+        # Per-request lengths: the draft runs g_max sequential passes, while the
+        # verifier's work follows the mean length; interpolate verify between the
+        # neighbouring integer gammas.
+        lo = int(g_mean)
+        frac = g_mean - lo
+        v_lo = self.profile.decode_timing(n, lo, mean_ctx).verify_s
+        v_hi = self.profile.decode_timing(n, lo + 1, mean_ctx).verify_s if frac else v_lo
+        overhead = timing.step_s - timing.draft_s - timing.verify_s
+        return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
+
+    def _grow_kv(self, gammas: np.ndarray) -> bool:
+        """Reserve blocks for ``ctx + gamma + 1`` tokens; preempt newest if short."""
+        b, pool = self.batch, self.pool
+        preempted = False
+        while len(b):
+            need = _blocks_for(b.ctx + gammas[: len(b)] + 1, self.block_size) - b.blocks
+            np.maximum(need, 0, out=need)
+            total = int(need.sum())
+            if total <= pool.free:
+                pool.allocate(total)
+                b.blocks += need
+                return preempted
+            self._preempt_last()
+            preempted = True
+        return preempted
+
+    def _preempt_last(self) -> bool:
+        """Preempt the newest running request by recompute; False if none runs."""
+        b = self.batch
+        if not len(b):
+            return False
+        rid = int(b.rid[-1])
+        self.pool.release(int(b.blocks[-1]))
+        self.ledger.preemptions[rid] += 1
+        self.waiting.appendleft(rid)
+        b.truncate(len(b) - 1)
+        return True
+
+    def _admit(self, budget: int) -> tuple[int, int]:
+        """Admit waiting requests FCFS; returns (count, prefill tokens).
+
+        A recomputed request prefills its prompt plus what it had generated. A
+        prompt larger than the whole budget is still admitted when it is the
+        step's first, standing in for vLLM's chunked prefill over several steps.
+        """
+        led, pool, bs = self.ledger, self.pool, self.block_size
+        rids: list[int] = []
+        tokens: list[int] = []
+        free = pool.free
+        slots = self.cfg.max_num_seqs - len(self.batch)
+        total = 0
+        while self.waiting and len(rids) < slots:
+            rid = self.waiting[0]
+            t = int(led.prompt[rid] + led.generated[rid])
+            nb = -(-(t + 1) // bs)
+            if nb > free or (rids and total + t > budget):
+                break
+            self.waiting.popleft()
+            rids.append(rid)
+            tokens.append(t)
+            free -= nb
+            total += t
+        if not rids:
+            return 0, 0
+        ctx = np.asarray(tokens, dtype=np.int64)
+        blocks = _blocks_for(ctx + 1, bs)
+        pool.allocate(int(blocks.sum()))
+        self.batch.append(np.asarray(rids, dtype=np.int64), ctx, blocks, ctx.copy())
+        return len(rids), total

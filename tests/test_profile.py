@@ -1,0 +1,242 @@
+"""Profile format, validation, interpolation, loading and the ``nightjar profile`` CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nightjar.cli as cli
+from nightjar.errors import NightjarInputError
+from nightjar.profile import (
+    DEFAULT_PROFILE,
+    MemoryFacts,
+    Profile,
+    ProfileRangeError,
+    bundled_profiles,
+    load_profile,
+)
+
+A100 = DEFAULT_PROFILE
+
+
+def _rows(data: dict[str, Any]) -> dict[tuple[int, int, float], list[float]]:
+    return {(r[0], r[1], float(r[2])): r[3:] for r in data["decode"]}
+
+
+@pytest.fixture
+def data() -> dict[str, Any]:
+    return load_profile(A100).to_json()
+
+
+def test_bundled_names_and_default() -> None:
+    names = bundled_profiles()
+    assert A100 in names
+    assert "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b" in names
+    p = load_profile(A100)
+    assert p.name == A100 and p.source == "roofline"
+    assert (p.gpu, p.target, p.draft) == ("a100-80gb", "vicuna-13b", "vicuna-68m")
+    assert p.gamma_max == 8 and p.max_batch_size == 512
+
+
+def test_json_round_trip(data: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    again = load_profile(str(path))
+    assert again.to_json() == data
+    a, b = load_profile(A100), again
+    for args in [(1, 0, 128.0), (37, 3, 777.0), (512, 8, 32768.0)]:
+        assert a.decode_timing(*args) == b.decode_timing(*args)
+    assert a.memory == b.memory
+    assert a.acceptance("sharegpt") == b.acceptance("sharegpt") == (0.6, 8.0)
+    assert a.acceptance("no-such-workload") is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda d: d["memory"].pop("block_size"), "'memory.block_size' is missing"),
+        (lambda d: d["memory"].update(block_size="16"), "'memory.block_size' must be an integer"),
+        (lambda d: d["memory"].update(device_bytes=-5), "'memory.device_bytes' must be > 0"),
+        (lambda d: d["memory"].update(gpu_memory_utilization=1.5), "must be in (0, 1]"),
+        (lambda d: d["decode"][3].__setitem__(3, -1.0), "'decode[3].step_ms' must be >= 0"),
+        (lambda d: d["decode"][0].__setitem__(0, 0), "'decode[0].batch_size' must be > 0"),
+        (lambda d: d["decode"][0].__setitem__(2, float("nan")), "must be a finite number"),
+        (lambda d: d["decode"].pop(), "is not a full grid"),
+        (lambda d: d.update(decode=[r for r in d["decode"] if r[1] != 2]), "without gaps"),
+        (lambda d: d["decode"].append(list(d["decode"][0])), "duplicate"),
+        (lambda d: d["decode"][0].pop(), "must be a row [batch_size"),
+        (lambda d: d["draft_forward"].pop(), "draft_forward"),
+        (lambda d: d.pop("prefill"), "'prefill' is missing"),
+        (lambda d: d.update(format_version=99), "'format_version' is 99"),
+        (lambda d: d.update(source="guess"), "must be one of measured, roofline"),
+        (lambda d: d["acceptance"]["sharegpt"].update(mean=1.2), "'acceptance.sharegpt.mean'"),
+        (lambda d: d["acceptance"]["alpaca"].pop("concentration"), "concentration' is missing"),
+        (lambda d: d.pop("name"), "'name' is missing"),
+    ],
+)
+def test_validation_errors(data: dict[str, Any], edit: Any, needle: str) -> None:
+    edit(data)
+    with pytest.raises(NightjarInputError) as info:
+        Profile.from_json(data, "bad.json")
+    msg = str(info.value)
+    assert needle in msg and msg.startswith("profile bad.json:") and "\n" not in msg
+
+
+def test_invalid_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text("{not json")
+    with pytest.raises(NightjarInputError, match=r"broken\.json: invalid JSON"):
+        load_profile(str(path))
+    with pytest.raises(NightjarInputError, match="cannot read"):
+        load_profile(str(tmp_path / "absent.json"))
+
+
+def test_unknown_name_lists_bundled() -> None:
+    with pytest.raises(NightjarInputError) as info:
+        load_profile("tpu/unknown")
+    assert "tpu/unknown" in str(info.value) and A100 in str(info.value)
+
+
+def test_exact_at_grid_points(data: dict[str, Any]) -> None:
+    p = load_profile(A100)
+    for (b, g, c), (step, draft, verify) in list(_rows(data).items())[::37]:
+        t = p.decode_timing(b, g, c)
+        assert (t.step_s, t.draft_s, t.verify_s) == pytest.approx(
+            (step / 1e3, draft / 1e3, verify / 1e3), rel=1e-12
+        )
+        assert p.step_time_s(b, g, c) == pytest.approx(t.step_s, rel=1e-12)
+
+
+def test_linear_between_grid_points(data: dict[str, Any]) -> None:
+    p, rows = load_profile(A100), _rows(data)
+    # Batch 20 lies half way between grid points 16 and 24; context 768 half way
+    # between 512 and 1024: bilinear blend of the four corners.
+    corners = [rows[(b, 3, c)][0] for b in (16, 24) for c in (512.0, 1024.0)]
+    assert p.step_time_s(20, 3, 768.0) == pytest.approx(sum(corners) / 4 / 1e3, rel=1e-9)
+    lo, hi = rows[(16, 0, 128.0)][2], rows[(24, 0, 128.0)][2]
+    assert p.decode_timing(18, 0, 128.0).verify_s == pytest.approx(
+        (lo + (hi - lo) / 4) / 1e3, rel=1e-9
+    )
+    fwd = {(r[0], float(r[1])): r[2] for r in data["draft_forward"]}
+    assert p.draft_forward_s(8, 256.0) == pytest.approx(
+        (fwd[(8, 0.0)] + (fwd[(8, 512.0)] - fwd[(8, 0.0)]) / 2) / 1e3, rel=1e-9
+    )
+    pf = {r[0]: r[1:] for r in data["prefill"]}
+    assert p.prefill_time_s(768) == pytest.approx((pf[512][0] + pf[1024][0]) / 2 / 1e3)
+    assert p.draft_prefill_time_s(1024) == pytest.approx(pf[1024][1] / 1e3)
+    assert p.prefill_time_s(0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda p: p.decode_timing(0, 1, 128.0), "batch size 0 outside the table's range 1..512"),
+        (lambda p: p.step_time_s(513, 1, 128.0), "batch size 513"),
+        (lambda p: p.decode_timing(4, 1, 40000.0), "context length 40000 outside"),
+        (lambda p: p.decode_timing(4, 1, -1.0), "context length -1"),
+        (lambda p: p.decode_timing(4, 9, 128.0), "gamma 9 not in the table (0..8)"),
+        (lambda p: p.draft_forward_s(1000, 128.0), "batch size 1000"),
+        (lambda p: p.prefill_time_s(70000), "prefill of 70000 tokens outside"),
+    ],
+)
+def test_refuses_outside_grid(call: Any, needle: str) -> None:
+    with pytest.raises(ProfileRangeError) as info:
+        call(load_profile(A100))
+    assert needle in str(info.value)
+    assert isinstance(info.value, NightjarInputError)
+
+
+def test_gamma_not_in_table_of_a_smaller_profile(data: dict[str, Any]) -> None:
+    data["decode"] = [r for r in data["decode"] if r[1] <= 4]
+    p = Profile.from_json(data, "small.json")
+    assert p.gamma_max == 4 and p.gammas == (0, 1, 2, 3, 4)
+    with pytest.raises(ProfileRangeError, match="gamma 5 not in the table"):
+        p.decode_timing(1, 5, 128.0)
+
+
+def test_memory_model_by_hand() -> None:
+    mem = MemoryFacts(
+        device_bytes=1000,
+        gpu_memory_utilization=0.9,
+        target_weight_bytes=300,
+        draft_weight_bytes=50,
+        activation_reserve_bytes=100,
+        target_kv_bytes_per_token=3,
+        draft_kv_bytes_per_token=1,
+        block_size=2,
+        host_link_bytes_per_s=10.0,
+        device_bandwidth_bytes_per_s=1e3,
+    )
+    assert mem.kv_blocks(False) == 500 // 6  # (900 - 300 - 100) / (2 * 3)
+    assert mem.kv_blocks(True) == 450 // 8  # (900 - 350 - 100) / (2 * 4)
+    assert mem.draft_blocks == 83 - 56
+    assert mem.draft_transfer_s == 5.0
+
+
+def test_decode_lookup_is_fast() -> None:
+    p = load_profile(A100)
+    n = 20000
+    start = time.perf_counter()
+    for i in range(n):
+        p.decode_timing(1 + i % 512, i % 9, float(i % 30000))
+    per_call = (time.perf_counter() - start) / n
+    assert per_call < 20e-6  # measured ~2 us; generous for a shared machine
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    # Only this sub-command: the others may not exist yet in this tree.
+    monkeypatch.setattr(cli, "COMMANDS", ("profile",))
+    return cli.main(["profile", *argv])
+
+
+def test_cli_roofline_writes_and_refuses_overwrite(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "p.json"
+    args = (
+        "--roofline",
+        "--gpu",
+        "l40s",
+        "--model",
+        "llama-3.1-8b",
+        "--draft",
+        "llama-3.2-1b",
+        "--out",
+        str(out),
+    )
+    assert _cli(monkeypatch, *args) == 0
+    p = load_profile(str(out))
+    assert p.source == "roofline" and p.command.endswith(f"--out {out}")
+    assert _cli(monkeypatch, *args) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert _cli(monkeypatch, *args, "--force") == 0
+
+
+def test_cli_errors_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(monkeypatch, "--model", "/models/x") == 2
+    assert "measured profiling needs the live engine" in capsys.readouterr().err
+    assert _cli(monkeypatch, "--roofline", "--gpu", "tpu9", "--model", "a", "--draft", "b") == 2
+    assert "unknown GPU 'tpu9'" in capsys.readouterr().err
+    assert _cli(monkeypatch, "--roofline", "--gpu", "l40s") == 2
+    assert "--model, --draft" in capsys.readouterr().err
+    assert _cli(monkeypatch, "--show", A100, "--context", "1e6") == 2
+    err = capsys.readouterr().err
+    assert "context length" in err and err.count("\n") == 1
+
+
+def test_cli_list_and_show(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(monkeypatch, "--list") == 0
+    text = capsys.readouterr().out
+    assert "rtx4090" in text and "qwen2.5-0.5b" in text and A100 in text
+    assert _cli(monkeypatch, "--show", A100) == 0
+    text = capsys.readouterr().out
+    blocks = load_profile(A100).memory.kv_blocks(False)
+    assert f"{blocks} without draft" in text and "gamma 3" in text

@@ -1,0 +1,151 @@
+"""Simulator invariants: every request finishes once, blocks are conserved, the
+trade-off the project rests on shows, and runs are deterministic for a seed."""
+
+import dataclasses
+import filecmp
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nightjar.output import write_run
+from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.records import RunResult
+from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
+from nightjar.sim.engine import Engine
+from nightjar.trace import Trace, load_trace
+
+
+@pytest.fixture(scope="module")
+def a100() -> Profile:
+    return load_profile(DEFAULT_PROFILE)
+
+
+def small_trace(n: int = 60, rate: float = 4.0, seed: int = 0, out: int = 40) -> Trace:
+    rng = np.random.default_rng(seed)
+    return Trace(
+        name="small",
+        seed=seed,
+        arrival_s=np.cumsum(rng.exponential(1.0 / rate, n)),
+        prompt_tokens=rng.integers(8, 200, n),
+        output_tokens=rng.integers(1, out, n),
+        workload=np.array(["sharegpt"] * n, dtype=object),
+        acceptance=np.full(n, np.nan),
+        prompts=None,
+    )
+
+
+def assert_complete(result: RunResult, trace: Trace) -> None:
+    frame = result.requests_frame()
+    assert len(frame) == len(trace)
+    assert frame["finish_s"].notna().all()
+    assert (frame["first_token_s"] <= frame["finish_s"]).all()
+    assert (frame["first_token_s"] >= frame["arrival_s"]).all()
+
+
+@pytest.mark.parametrize("policy", ["nospec", "fixed:3", "schedule:1-4:4,5-:1"])
+def test_every_request_finishes_with_its_full_output(a100: Profile, policy: str) -> None:
+    trace = small_trace()
+    result = simulate(trace, a100, policy, SimConfig(seed=1))
+    assert_complete(result, trace)
+    steps = result.steps_frame()
+    # Every output token is emitted by exactly one step: first tokens by the
+    # prefill, the rest by decode steps.
+    assert steps["emitted"].sum() == int((trace.output_tokens - 1).sum()) + _recomputed(result)
+    assert steps["accepted"].sum() <= steps["drafted"].sum()
+
+
+def _recomputed(result: RunResult) -> int:
+    # A recomputed request's prefill emits a token the decode count does not see.
+    return -int(result.requests_frame()["preemptions"].sum())
+
+
+def test_tiny_kv_pool_preempts_and_still_finishes_everything(a100: Profile) -> None:
+    memory = dataclasses.replace(a100.memory, activation_reserve_bytes=0)
+    tight = _with_blocks(a100, memory, blocks=40)
+    trace = small_trace(n=40, rate=50.0, out=120)
+    result = simulate(trace, tight, "fixed:2", SimConfig(seed=2))
+    assert_complete(result, trace)
+    assert result.requests_frame()["preemptions"].sum() > 0
+    assert result.steps_frame()["kv_used_blocks"].max() <= 40
+
+
+def _with_blocks(profile: Profile, memory: object, blocks: int) -> Profile:
+    """A copy of ``profile`` whose KV pool holds ``blocks`` blocks with the draft."""
+    data = profile.to_json()
+    facts = data["memory"]
+    per_block = facts["block_size"] * (
+        facts["target_kv_bytes_per_token"] + facts["draft_kv_bytes_per_token"]
+    )
+    usable = facts["device_bytes"] * facts["gpu_memory_utilization"]
+    facts["activation_reserve_bytes"] = int(
+        usable - facts["target_weight_bytes"] - facts["draft_weight_bytes"] - blocks * per_block
+    )
+    out = Profile.from_json(data, "tight")
+    assert out.memory.kv_blocks(True) == blocks
+    return out
+
+
+def test_blocks_are_all_returned(a100: Profile) -> None:
+    trace = small_trace()
+    env_engine: list[Engine] = []
+    original = Engine.__init__
+
+    def spy(self: Engine, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        env_engine.append(self)
+
+    Engine.__init__ = spy  # type: ignore[method-assign]
+    try:
+        simulate(trace, a100, "fixed:2", SimConfig())
+    finally:
+        Engine.__init__ = original  # type: ignore[method-assign]
+    assert env_engine[0].pool.used == 0
+    assert len(env_engine[0].batch) == 0
+
+
+def test_speculation_wins_at_low_load_and_loses_at_high_load(a100: Profile) -> None:
+    low = simulate_many(load_trace("steady_low"), a100, ["nospec", "fixed:3"])
+    high = simulate_many(load_trace("steady_high"), a100, ["nospec", "fixed:3"])
+    tpot = {
+        (name, r.policy): _mean_tpot(r) for name, runs in (("low", low), ("high", high))
+        for r in runs
+    }
+    assert tpot["low", "fixed:3"] < 0.8 * tpot["low", "nospec"]
+    assert tpot["high", "fixed:3"] > 1.05 * tpot["high", "nospec"]
+
+
+def _mean_tpot(result: RunResult) -> float:
+    f = result.requests_frame()
+    f = f[f["output_tokens"] > 1]
+    return float(((f["finish_s"] - f["first_token_s"]) / (f["output_tokens"] - 1)).mean())
+
+
+def test_same_seed_gives_identical_csvs(a100: Profile, tmp_path: Path) -> None:
+    trace = load_trace("burst")
+    runs = [simulate(trace, a100, "nightjar", SimConfig(seed=5)) for _ in range(2)]
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for run, d in zip(runs, dirs, strict=True):
+        run.extra.pop("wall_s")
+        write_run(run, d)
+    for name in ("requests.csv", "steps.csv", "summary.json"):
+        assert filecmp.cmp(dirs[0] / "nightjar" / name, dirs[1] / "nightjar" / name, shallow=False)
+
+
+def test_a_different_seed_changes_the_run(a100: Profile) -> None:
+    trace = small_trace()
+    a = simulate(trace, a100, "fixed:3", SimConfig(seed=1)).steps_frame()
+    b = simulate(trace, a100, "fixed:3", SimConfig(seed=2)).steps_frame()
+    assert not a["accepted"].equals(b["accepted"])
+
+
+def test_sync_mode_pays_no_switch_cost_but_skip_mode_does(a100: Profile) -> None:
+    trace = small_trace(n=80, rate=8.0)
+    spec = "schedule:1-3:3,4-:0"
+    skip = simulate(trace, a100, spec, SimConfig(draft_kv_mode=DraftKVMode.SKIP)).steps_frame()
+    sync = simulate(trace, a100, spec, SimConfig(draft_kv_mode=DraftKVMode.SYNC)).steps_frame()
+    assert skip["switch_cost_s"].sum() > 0
+    assert sync["switch_cost_s"].sum() == 0
+    # ...and in exchange every non-speculative step in sync mode runs the draft.
+    zero = lambda f: f[(f["gamma"] == 0) & (f["batch_size"] > 0) & (f["prefill_tokens"] == 0)]  # noqa: E731
+    assert zero(sync)["step_time_s"].mean() > zero(skip)["step_time_s"].mean()
