@@ -34,7 +34,7 @@ def _trace(name: str, duration: float | None):  # type: ignore[no-untyped-def]
         "format_version": 1, "name": "steady-1h-35rps", "seed": 0, "workload": "sharegpt",
         "segments": [{"duration_s": duration, "rate_rps": 35.0, "burstiness": 1.0}],
     }
-    return materialize(parse_trace_json(doc, "<benchmark>"))
+    return materialize(parse_trace_json(doc, "<benchmark>", "steady-1h-35rps"))
 
 
 def child(case: str, hot_loop: bool) -> None:

@@ -93,3 +93,49 @@ def parse_no_arg(name: str, arg: str | None) -> None:
     """Policies without parameters reject ``name:anything`` instead of ignoring it."""
     if arg:
         raise NightjarInputError(f"policy {name!r} takes no argument, got {arg!r}")
+
+
+class EffectiveAcceptance:
+    """Per-gamma "effective" acceptance: the ``a`` that makes the geometric mean match.
+
+    With a batch of unequal rates, the mean tokens per request at gamma g is
+    ``mean_i tau(a_i, g)``, larger than ``tau(mean a, g)`` for g >= 2 (tau is
+    convex in a). Inverting the observed mean at each gamma separately gives an
+    ``a_eff(g)`` that reproduces it; it equals the mean rate at g = 1 and rises
+    with g. A step of B requests carries ``min(1, B / evidence_batch)`` units of
+    evidence; each estimate is the evidence-weighted mean of its first
+    ``1 / alpha`` units, then an EMA. A gamma with under ``MIN_EVIDENCE`` units
+    borrows the best-supported gamma nearest to it.
+    Invariant: ``taus[g] == expected_tokens(estimate used for g, g)`` after every update.
+    """
+
+    MIN_EVIDENCE = 2.0
+
+    def __init__(self, gamma_max: int, prior: float, alpha: float, evidence_batch: int) -> None:
+        self._inv = AcceptanceInverter(gamma_max)
+        self._a = [prior] * (gamma_max + 1)
+        self._ev = [0.0] * (gamma_max + 1)
+        self._horizon = 1.0 / alpha
+        self._evidence = evidence_batch
+        self.taus = [expected_tokens(prior, g) for g in range(gamma_max + 1)]
+
+    def _source(self, g: int) -> int:
+        if self._ev[g] >= self.MIN_EVIDENCE:
+            return g
+        known = [s for s in range(1, len(self._a)) if self._ev[s] >= self.MIN_EVIDENCE]
+        return min(known, key=lambda s: (abs(s - g), -self._ev[s])) if known else g
+
+    def mean(self) -> float:
+        """The batch's mean acceptance rate (the g = 1 estimate, else the nearest)."""
+        return self._a[self._source(1)] if len(self._a) > 1 else self._a[0]
+
+    def update(self, gamma: int, accepted: int, batch_size: int) -> None:
+        a = self._inv.invert(accepted / batch_size, gamma)
+        if a is None:
+            return
+        ev = min(1.0, batch_size / self._evidence)
+        self._ev[gamma] += ev
+        w = ev / min(self._ev[gamma], self._horizon)
+        self._a[gamma] += w * (a - self._a[gamma])
+        for g in range(1, len(self._a)):
+            self.taus[g] = expected_tokens(self._a[self._source(g)], g)

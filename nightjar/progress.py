@@ -6,7 +6,7 @@ import sys
 import time
 from types import TracebackType
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 _SHOW_AFTER_S = 1.0
 
@@ -22,7 +22,7 @@ class LazyProgress:
         self.enabled = enabled and sys.stderr.isatty()
         self.started = time.perf_counter()
         self._bar: Progress | None = None
-        self._tasks: dict[str, tuple[int | None, float, float]] = {}
+        self._tasks: dict[str, tuple[TaskID | None, float, float]] = {}
 
     def __enter__(self) -> LazyProgress:
         return self

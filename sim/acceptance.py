@@ -28,7 +28,8 @@ def sample_accepted(
     if model is AcceptanceModel.GEOMETRIC:
         u = rng.random(n)
         k = np.floor(np.log(u) / np.log(a))
-        return np.minimum(k, gamma).astype(np.int64)
+        out: np.ndarray = np.minimum(k, gamma).astype(np.int64)
+        return out
     width = int(gamma.max())
     if width == 0:
         return np.zeros(n, dtype=np.int64)

@@ -182,7 +182,7 @@ class Engine:
                 per_request_accepted=acc.tolist() if self.wants_requests else None,
                 per_request_drafted=gammas.tolist() if self.wants_requests else None,
             ))
-        return step_s
+        return float(step_s)
 
     @staticmethod
     def _gammas(decision: Decision, n: int) -> np.ndarray:
