@@ -12,7 +12,7 @@ from nightjar import __version__
 from nightjar.errors import NightjarInputError
 
 # Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("sim", "trace", "profile")
+COMMANDS = ("sim", "trace", "profile", "validate")
 
 
 class _Parser(argparse.ArgumentParser):

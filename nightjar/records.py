@@ -41,8 +41,11 @@ class StepRecord:
     kv_used_blocks: int
     kv_total_blocks: int  # blocks the scheduler may hand out right now
     draft_state: str  # a nightjar.memory.DraftState value
-    switch_cost_s: float = 0.0
+    switch_cost_s: float = 0.0  # included in step_time_s
     clamped: bool = False
+    # Mean tokens in the KV cache of the running decode requests (the profile's
+    # context axis); NaN where the engine does not know it.
+    mean_context_len: float = float("nan")
 
 
 @dataclass(slots=True)

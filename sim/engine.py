@@ -172,7 +172,7 @@ class Engine:
         self.steps.append(StepRecord(
             now, step_s, n_decode, len(self.waiting), g_max, prefill_tokens, drafted, accepted,
             out, pool.used, pool.total - pool.reclaim_pending, self.draft.state_name,
-            switch_s, clamped,
+            switch_s, clamped, mean_ctx,
         ))
         if n_decode:
             self.policy.observe(StepOutcome(

@@ -20,7 +20,8 @@ gamma and learns only the prediction's error:
 - switch cost: turning speculation on pays C_switch, learned per missed token (the
   draft must re-read what it skipped) and predicted from the tokens emitted since
   speculation stopped; turning it off commits to a later rebuild, priced at the
-  average observed C_switch; both amortised over the typical run length;
+  average observed C_switch; each amortised over the typical length of the run
+  (speculating, or not) that the toggle starts;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and less when the switch is
   dear); a 2% hysteresis keeps the current arm against near-ties.
@@ -37,9 +38,10 @@ from nightjar.policy import Policy, PolicyEnv, register
 from nightjar.step_times import OnlineTimes, ProfileTimes
 from nightjar.types import StepContext, StepOutcome
 
-EXPLORE = 0.04
+EXPLORE = 0.01
 HYSTERESIS = 0.02
 RATIO_ALPHA = 0.1
+RATIO_PRIOR = 20.0  # evidence units (full steps) before the profile is half-overruled
 ACCEPT_ALPHA = 0.05
 SWITCH_ALPHA = 0.3
 RUN_ALPHA = 0.2
@@ -57,13 +59,14 @@ class NightjarPlusPolicy:
         self._rng = random.Random(env.seed)
         self._profiled = env.latency is not None
         self._times = (
-            ProfileTimes(env.latency, env.gamma_max) if env.latency is not None
+            ProfileTimes(env.latency, env.gamma_max)
+            if env.latency is not None
             else OnlineTimes(env.gamma_max)
         )
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
         self._ratio: dict[int, list[float]] = {}
-        self._sums: dict[int, tuple[list[float], list[float]]] = {}
+        self._sums: dict[int, tuple[list[float], list[float], list[float]]] = {}
         # (context length, queue empty) of decisions whose outcome has not arrived.
         self._pending: deque[tuple[float, bool]] = deque(maxlen=8)
         self._current = 0
@@ -72,6 +75,8 @@ class NightjarPlusPolicy:
         self._lag = 0  # tokens emitted since speculation last ran
         self._run = 0  # length of the current speculation run, in steps
         self._run_len = INITIAL_RUN
+        self._off_run = 0  # length of the current gamma-0 run, in steps
+        self._off_len = INITIAL_RUN
         self._off = False  # whether the last decision was gamma 0
 
     @property
@@ -98,7 +103,7 @@ class NightjarPlusPolicy:
                 out[g] += cost / (self._run_len * tau[g])
         else:
             # Turning off commits to paying a rebuild when speculation comes back.
-            out[0] += self._switch_avg / self._run_len
+            out[0] += self._switch_avg / self._off_len
         return out
 
     def decide(self, ctx: StepContext) -> int:
@@ -149,22 +154,32 @@ class NightjarPlusPolicy:
             return
         c = bucket_of(b)
         r = self._ratios(c)
-        num, den = self._sums.setdefault(c, ([0.0] * self.arms, [0.0] * self.arms))
-        # Ratio of EMAs (observed over predicted seconds), not an EMA of ratios: a
-        # small batch's step is noisy, so it carries less weight.
-        w = RATIO_ALPHA * min(1.0, b / EVIDENCE_BATCH)
+        num, den, ev = self._sums.setdefault(
+            c, ([0.0] * self.arms, [0.0] * self.arms, [0.0] * self.arms)
+        )
+        # Ratio of weighted means (observed over predicted seconds), not a mean of
+        # ratios; a small batch's step is noisy, so it carries less evidence. The
+        # ratio is shrunk toward 1 (the profile) until RATIO_PRIOR units of evidence.
+        e = min(1.0, b / EVIDENCE_BATCH)
+        ev[g] += e
+        w = e / min(ev[g], 1.0 / RATIO_ALPHA)
         num[g] += w * (step_s - num[g])
         den[g] += w * (self._times.times(b, ctx_len)[g] - den[g])
-        r[g] = num[g] / den[g]
+        trust = ev[g] / (ev[g] + RATIO_PRIOR)
+        r[g] = 1.0 + trust * (num[g] / den[g] - 1.0)
 
     def _track_runs(self, gamma: int, emitted: int) -> None:
-        """Keep the lag (tokens the stale draft must re-read) and the run-length EMA."""
+        """Keep the lag (tokens the stale draft must re-read) and run-length EMAs."""
         if gamma == 0:
             if self._run:
                 self._run_len += RUN_ALPHA * (self._run - self._run_len)
                 self._run = 0
+            self._off_run += 1
             self._lag += emitted
         else:
+            if self._off_run:
+                self._off_len += RUN_ALPHA * (self._off_run - self._off_len)
+                self._off_run = 0
             self._run += 1
             self._lag = 0
 

@@ -1,0 +1,152 @@
+"""How far the simulator is from reality: replay a live run in the simulator.
+
+A live run's folder (``nightjar live --out DIR``) holds each request's arrival,
+lengths and measured acceptance. The validator rebuilds the trace from it, runs the
+same policy in the simulator on a profile, and compares two things:
+
+- the step-time model: every live pure-decode step's measured time against the
+  profile's prediction at the same batch size, gamma and context length (no
+  randomness involved, so this isolates the latency table);
+- the end-to-end summary (throughput, TTFT, TPOT, E2E), which also includes the
+  scheduler model and the acceptance draws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nightjar.errors import NightjarInputError
+from nightjar.metrics import summarize
+from nightjar.profile import Profile, ProfileRangeError
+from nightjar.records import RequestRecord, RunResult, StepRecord
+from nightjar.trace import Trace
+
+COMPARED = ("throughput_tok_s", "ttft_s_mean", "ttft_s_p99", "tpot_s_mean", "tpot_s_p99",
+            "e2e_s_mean", "e2e_s_p99", "mean_batch_size", "acceptance", "preemptions")
+
+
+def load_run(folder: Path) -> RunResult:
+    """Read back a run folder written by ``nightjar.output.write_run``."""
+    paths = {n: folder / n for n in ("requests.csv", "steps.csv", "summary.json")}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise NightjarInputError(f"{folder} is not a nightjar run folder: missing {missing[0]}")
+    try:
+        meta = json.loads(paths["summary.json"].read_text())
+        requests = pd.read_csv(paths["requests.csv"])
+        steps = pd.read_csv(paths["steps.csv"])
+        result = RunResult(
+            policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
+            profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
+            duration_s=float(meta["duration_s"]),
+            requests=_records(requests, RequestRecord), steps=_records(steps, StepRecord),
+        )
+    except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
+    return result
+
+
+def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
+    names = [f.name for f in fields(cls) if f.name in frame.columns]
+    required = {
+        f.name for f in fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    absent = required - set(names)
+    if absent:
+        raise ValueError(f"missing column {sorted(absent)[0]}")
+    return [cls(**row) for row in frame[names].to_dict("records")]
+
+
+def trace_of(run: RunResult) -> Trace:
+    """The trace a run served, with each request's measured acceptance rate."""
+    req = run.requests_frame().sort_values("arrival_s", kind="stable")
+    drafted = req["drafted"].to_numpy(dtype=float)
+    accepted = req["accepted"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(drafted > 0, accepted / drafted, np.nan)
+    steps = run.steps_frame()
+    spec = steps[steps["gamma"] > 0]
+    mean_gamma = float(spec["drafted"].sum() / max(spec["batch_size"].sum(), 1))
+    acceptance = alpha_from_ratio(ratio, max(mean_gamma, 1.0))
+    n = len(req)
+    return Trace(
+        name=run.trace, seed=run.seed,
+        arrival_s=req["arrival_s"].to_numpy(dtype=float),
+        prompt_tokens=req["prompt_tokens"].to_numpy(dtype=np.int64),
+        output_tokens=req["output_tokens"].to_numpy(dtype=np.int64),
+        workload=np.array(["sharegpt"] * n, dtype=object),
+        acceptance=acceptance, prompts=None,
+    )
+
+
+def alpha_from_ratio(ratio: np.ndarray, gamma: float) -> np.ndarray:
+    """Per-position acceptance ``a`` whose geometric law gives ``accepted/drafted = ratio``.
+
+    Under the truncated geometric law with ``g`` drafts a step accepts on average
+    ``a (1 - a^g) / (1 - a)`` of them, so the measured ratio understates ``a``; this
+    inverts that (monotone in ``a``) by bisection. NaN stays NaN.
+    """
+    target = np.clip(ratio, 0.0, 0.98)
+    lo, hi = np.zeros_like(target), np.full_like(target, 0.99)
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        got = mid * (1.0 - mid**gamma) / ((1.0 - mid) * gamma)
+        below = got < target
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return np.where(np.isnan(ratio), np.nan, 0.5 * (lo + hi))
+
+
+@dataclass(frozen=True)
+class StepModelError:
+    steps: int  # pure decode steps compared
+    median_abs_pct: float
+    mean_pct: float  # signed: > 0 means the profile predicts slower than measured
+    by_bucket: pd.DataFrame  # batch-size bucket x gamma -> measured, predicted, error
+
+
+def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
+    """Compare each pure decode step's time with the profile's prediction."""
+    s = run.steps_frame()
+    s = s[(s["batch_size"] > 0) & (s["prefill_tokens"] == 0) & (s["switch_cost_s"] == 0)]
+    s = s[s["mean_context_len"].notna() & (s["gamma"] <= profile.gamma_max)]
+    predicted = []
+    for b, g, c in zip(s["batch_size"], s["gamma"], s["mean_context_len"], strict=True):
+        try:
+            predicted.append(profile.step_time_s(int(b), int(g), float(c)))
+        except ProfileRangeError:
+            predicted.append(np.nan)
+    s = s.assign(predicted_s=predicted).dropna(subset=["predicted_s"])
+    if s.empty:
+        raise NightjarInputError(f"run {run.policy!r} has no pure decode steps inside the profile")
+    err = 100.0 * (s["predicted_s"] / s["step_time_s"] - 1.0)
+    bucket = pd.cut(s["batch_size"], [0, 1, 4, 16, 64, 256, 1 << 20],
+                    labels=["1", "2-4", "5-16", "17-64", "65-256", "257+"])
+    table = (
+        s.assign(bucket=bucket, error_pct=err)
+        .groupby(["bucket", "gamma"], observed=True)
+        .agg(steps=("step_time_s", "size"), measured_ms=("step_time_s", "median"),
+             predicted_ms=("predicted_s", "median"), error_pct=("error_pct", "median"))
+        .reset_index()
+    )
+    table[["measured_ms", "predicted_ms"]] *= 1e3
+    return StepModelError(len(s), float(err.abs().median()), float(err.mean()), table)
+
+
+def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:
+    """One row per metric: live, sim, and the sim's error relative to live."""
+    a, b = summarize(live).as_dict(), summarize(sim).as_dict()
+    rows = []
+    for key in COMPARED:
+        lv, sv = float(a[key]), float(b[key])
+        err = 100.0 * (sv / lv - 1.0) if lv and np.isfinite(lv) and np.isfinite(sv) else np.nan
+        rows.append({"metric": key, "live": lv, "sim": sv, "error_pct": err})
+    return pd.DataFrame(rows)

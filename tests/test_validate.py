@@ -1,0 +1,81 @@
+"""The validator: a run against its own profile shows no step-model error, a
+profile twice as slow shows +100%, and bad run folders are one-line errors."""
+
+from pathlib import Path
+
+import pytest
+
+from nightjar.cli import main
+from nightjar.errors import NightjarInputError
+from nightjar.output import write_all
+from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.sim import SimConfig, simulate
+from nightjar.trace import load_trace
+from nightjar.validate import (
+    alpha_from_ratio,
+    compare_summaries,
+    load_run,
+    step_model_error,
+    trace_of,
+)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    result = simulate(load_trace("steady_low"), load_profile(DEFAULT_PROFILE), "fixed:3")
+    write_all([result], out)
+    return out / "fixed-3"
+
+
+def slower(profile: Profile, factor: float) -> Profile:
+    data = profile.to_json()
+    data["decode"] = [[b, g, c, s * factor, d * factor, v * factor]
+                      for b, g, c, s, d, v in data["decode"]]
+    return Profile.from_json(data, "slower")
+
+
+def test_round_trip_and_zero_error_against_its_own_profile(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    profile = load_profile(DEFAULT_PROFILE)
+    err = step_model_error(run, profile)
+    assert err.steps > 1000
+    assert err.median_abs_pct < 1e-6
+    sim = simulate(trace_of(run), profile, run.policy, SimConfig(seed=3))
+    table = compare_summaries(run, sim).set_index("metric")
+    # Same arrivals and lengths, acceptance recovered from the measured ratio: the
+    # replay lands within a few percent (only the acceptance draws differ).
+    assert abs(table.loc["throughput_tok_s", "error_pct"]) < 3
+    assert abs(table.loc["tpot_s_mean", "error_pct"]) < 10
+    assert abs(table.loc["acceptance", "error_pct"]) < 10
+
+
+def test_a_profile_twice_as_slow_shows_plus_100_percent(run_dir: Path) -> None:
+    err = step_model_error(load_run(run_dir), slower(load_profile(DEFAULT_PROFILE), 2.0))
+    assert err.median_abs_pct == pytest.approx(100.0, abs=0.01)
+    assert err.mean_pct == pytest.approx(100.0, abs=0.01)
+
+
+def test_alpha_from_ratio_inverts_the_geometric_law() -> None:
+    import numpy as np
+
+    a = np.array([0.1, 0.5, 0.8, np.nan])
+    g = 3.0
+    ratio = a * (1 - a**g) / ((1 - a) * g)
+    np.testing.assert_allclose(alpha_from_ratio(ratio, g)[:3], a[:3], atol=1e-6)
+    assert np.isnan(alpha_from_ratio(ratio, g)[3])
+
+
+def test_not_a_run_folder(tmp_path: Path) -> None:
+    with pytest.raises(NightjarInputError, match="missing"):
+        load_run(tmp_path)
+
+
+def test_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", "--live-run", str(run_dir), "--profile", DEFAULT_PROFILE,
+                 "--out", str(tmp_path / "v")])
+    assert code == 0
+    assert (tmp_path / "v" / "step_model.csv").is_file()
+    assert "median |error| 0.0%" in capsys.readouterr().out
+    assert main(["validate", "--live-run", str(tmp_path), "--profile", DEFAULT_PROFILE]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
