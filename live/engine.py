@@ -48,6 +48,9 @@ class EngineSpec:
     enforce_eager: bool = True  # skip torch.compile (minutes of warm-up on CPU)
     dtype: str = "auto"
     async_scheduling: bool = False
+    # The engine's num_speculative_tokens; None = gamma_max. The policy may use
+    # up to this many, never more.
+    spec_tokens: int | None = None
 
 
 def is_cpu() -> bool:
@@ -90,6 +93,6 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
         kwargs["speculative_config"] = {
             "method": "draft_model",
             "model": spec.draft,
-            "num_speculative_tokens": settings.gamma_max,
+            "num_speculative_tokens": spec.spec_tokens or settings.gamma_max,
         }
     return kwargs

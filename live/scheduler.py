@@ -44,9 +44,11 @@ class NightjarSchedulerMixin:
         super().__init__(*args, **kwargs)
         sched: Any = self
         self.nj = LiveSettings.from_config(sched.vllm_config.additional_config)
-        if sched.num_spec_tokens != self.nj.gamma_max:
+        if self.nj.gamma_max > sched.num_spec_tokens:
+            # vLLM sizes its draft buffers for num_speculative_tokens; it can run
+            # shorter lengths per step, never longer ones.
             raise ValueError(
-                f"nightjar: gamma_max {self.nj.gamma_max} must equal the engine's "
+                f"nightjar: gamma_max {self.nj.gamma_max} exceeds the engine's "
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
         self.nj_policy = make_policy(
@@ -78,19 +80,21 @@ class NightjarSchedulerMixin:
         now = time.monotonic()
         pool = sched.kv_cache_manager.block_pool
         running, waiting = len(sched.running), len(sched.waiting)
+        # With nothing running yet, the batch-to-be is what admission can take in;
+        # its prefill step drafts for the new requests too.
+        batch = running or min(waiting, self._nj_lookup_len - 1)
         held = self.nj_residency.ballast.held
         ctx = StepContext(
             now=now,
-            batch_size=running,
+            batch_size=batch,
             num_waiting=waiting,
             kv_free_blocks=pool.get_num_free_blocks(),
             kv_total_blocks=self.nj_pool_blocks - held,
             draft_resident=self.nj_residency.resident,
             gamma_max=self.nj.gamma_max,
         )
-        # Policies are asked only about a real decode batch (contract: B >= 1);
-        # a prefill-only step drafts nothing that a policy should be credited for.
-        raw = self.nj_policy.decide(ctx) if running > 0 else 0
+        # Policies are asked only when there is work (contract: B >= 1).
+        raw = self.nj_policy.decide(ctx) if batch > 0 else 0
         # vLLM runs one K for the whole batch: a per-request decision becomes its max.
         chosen = raw if isinstance(raw, int) else max(raw, default=0)
         command = self.nj_residency.before_step(ctx, chosen)

@@ -25,9 +25,9 @@ SUPPORTED_VLLM = ("0.32.0",)
 class LiveSettings:
     """Per-engine Nightjar settings.
 
-    Invariants: ``0 <= gamma_max``; the engine must be started with
-    ``num_speculative_tokens == gamma_max`` (checked by the scheduler), because vLLM
-    sizes its draft buffers for that and can only run shorter lengths.
+    Invariants: ``0 <= gamma_max <= `` the engine's ``num_speculative_tokens``
+    (checked by the scheduler), because vLLM sizes its draft buffers for that and
+    can only run shorter lengths.
     """
 
     policy: str = "nospec"
@@ -36,6 +36,10 @@ class LiveSettings:
     # JSON-lines file the scheduler appends step/request/event records to (the
     # engine core may run in another process, so records travel through a file).
     step_log: str | None = None
+    # At gamma 0: "sync" runs the draft over the new tokens anyway (vLLM's own
+    # behaviour: its KV stays current); "skip" does not run it at all (its KV goes
+    # stale for those tokens, which costs acceptance later, never correctness).
+    draft_kv: str = "sync"
     # Draft residency. ``memory`` holds nightjar.memory.MemoryConfig fields;
     # ``None`` keeps the draft resident for the whole run.
     memory: dict[str, Any] | None = None
@@ -51,6 +55,8 @@ class LiveSettings:
             raise NightjarInputError(f"gamma_max must be >= 0, got {self.gamma_max}")
         if self.ballast_blocks is not None and self.ballast_blocks < 0:
             raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
+        if self.draft_kv not in ("sync", "skip"):
+            raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
         for step, action in self.forced_residency.items():
             if action not in ("offload", "reload"):
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")

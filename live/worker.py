@@ -21,6 +21,7 @@ from vllm.logger import init_logger
 
 from nightjar.live.offload import WeightParking
 from nightjar.live.scheduler import RESIDENCY_ATTR
+from nightjar.live.settings import LiveSettings
 
 log = init_logger(__name__)
 
@@ -40,12 +41,16 @@ def _base_worker() -> type:
 class NightjarWorkerMixin:
     _nj_parking: WeightParking | None = None
     _nj_real_propose: Any = None
+    _nj_skip_now = False  # skip the draft forward in the current step
+    _nj_skip_at_zero = False  # settings.draft_kv == "skip"
 
     def _nj_drafter(self) -> Any:
         runner: Any = getattr(self, "model_runner", None)
         return getattr(runner, "drafter", None)
 
-    def _nj_skip_propose(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def _nj_propose(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not (self._nj_skip_now or self.nightjar_draft_parked()):
+            return self._nj_real_propose(*args, **kwargs)
         # Mirrors the K = 0 path of vLLM's proposer, minus the draft forward pass.
         cad = kwargs["common_attn_metadata"]
         device = kwargs["next_token_ids"].device
@@ -57,25 +62,33 @@ class NightjarWorkerMixin:
             raise RuntimeError("nightjar: offload asked but the engine has no draft model")
         if self._nj_parking is None:
             self._nj_parking = WeightParking(drafter.model)
-        moved = self._nj_parking.park()
-        self._nj_real_propose = drafter.propose
-        drafter.propose = self._nj_skip_propose
-        return moved
+        return self._nj_parking.park()
 
     def nightjar_reload(self) -> int:
         drafter = self._nj_drafter()
         if self._nj_parking is None or drafter is None:
             return 0
-        moved = self._nj_parking.restore()
-        if self._nj_real_propose is not None:
-            drafter.propose = self._nj_real_propose
-            self._nj_real_propose = None
-        return moved
+        return self._nj_parking.restore()
 
     def nightjar_draft_parked(self) -> bool:
         return self._nj_parking is not None and self._nj_parking.parked
 
+    def _nj_install(self) -> None:
+        """Route the drafter's ``propose`` through Nightjar once the model is loaded."""
+        drafter = self._nj_drafter()
+        if drafter is None or self._nj_real_propose is not None:
+            return
+        self._nj_real_propose = drafter.propose
+        drafter.propose = self._nj_propose
+        vllm_config: Any = getattr(self, "vllm_config", None)
+        settings = LiveSettings.from_config(getattr(vllm_config, "additional_config", None))
+        self._nj_skip_at_zero = settings.draft_kv == "skip"
+
     def execute_model(self, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        self._nj_install()
+        self._nj_skip_now = self._nj_skip_at_zero and (
+            scheduler_output.num_spec_tokens_to_schedule == 0
+        )
         command = getattr(scheduler_output, RESIDENCY_ATTR, None)
         if command is not None:
             start = time.perf_counter()

@@ -103,8 +103,9 @@ class EffectiveAcceptance:
     convex in a). Inverting the observed mean at each gamma separately gives an
     ``a_eff(g)`` that reproduces it; it equals the mean rate at g = 1 and rises
     with g. A step of B requests carries ``min(1, B / evidence_batch)`` units of
-    evidence; each estimate is the evidence-weighted mean of its first
-    ``1 / alpha`` units, then an EMA. A gamma with under ``MIN_EVIDENCE`` units
+    evidence; the mean accepted drafts per request at each gamma is the
+    evidence-weighted mean of its first ``1 / alpha`` units, then an EMA, and is
+    inverted into ``a_eff``. A gamma with under ``MIN_EVIDENCE`` units
     borrows the best-supported gamma nearest to it.
     Invariant: ``taus[g] == expected_tokens(estimate used for g, g)`` after every update.
     """
@@ -115,6 +116,7 @@ class EffectiveAcceptance:
         self._inv = AcceptanceInverter(gamma_max)
         self._a = [prior] * (gamma_max + 1)
         self._ev = [0.0] * (gamma_max + 1)
+        self._m = [expected_tokens(prior, g) - 1.0 for g in range(gamma_max + 1)]
         self._horizon = 1.0 / alpha
         self._evidence = evidence_batch
         self.taus = [expected_tokens(prior, g) for g in range(gamma_max + 1)]
@@ -130,12 +132,16 @@ class EffectiveAcceptance:
         return self._a[self._source(1)] if len(self._a) > 1 else self._a[0]
 
     def update(self, gamma: int, accepted: int, batch_size: int) -> None:
-        a = self._inv.invert(accepted / batch_size, gamma)
-        if a is None:
+        if not 0 < gamma < len(self._a):
             return
         ev = min(1.0, batch_size / self._evidence)
         self._ev[gamma] += ev
         w = ev / min(self._ev[gamma], self._horizon)
-        self._a[gamma] += w * (a - self._a[gamma])
+        # Average the observed means, then invert: inverting each noisy step first
+        # and averaging after would be biased (the inverse is not linear).
+        self._m[gamma] += w * (accepted / batch_size - self._m[gamma])
+        a = self._inv.invert(self._m[gamma], gamma)
+        if a is not None:
+            self._a[gamma] = a
         for g in range(1, len(self._a)):
             self.taus[g] = expected_tokens(self._a[self._source(g)], g)

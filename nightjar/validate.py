@@ -62,7 +62,7 @@ def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
     absent = required - set(names)
     if absent:
         raise ValueError(f"missing column {sorted(absent)[0]}")
-    return [cls(**row) for row in frame[names].to_dict("records")]
+    return [cls(**{str(k): v for k, v in row.items()}) for row in frame[names].to_dict("records")]
 
 
 def trace_of(run: RunResult) -> Trace:

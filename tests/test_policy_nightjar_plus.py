@@ -1,0 +1,71 @@
+"""nightjar+ (ours): converges with and without a profile, corrects a wrong profile."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from nightjar.bandit import EffectiveAcceptance, expected_tokens
+from nightjar.policy import PolicyEnv, make_policy
+from nightjar.synthetic_loop import KneeLatency, run_loop
+
+LAT = KneeLatency()
+SIZES = [1, 16, 32, 256]
+
+
+def _modes(trace_batch: list[int], trace_gamma: list[int], start: int) -> dict[int, int]:
+    out = {}
+    for b in SIZES:
+        late = [g for t, g in enumerate(trace_gamma) if t >= start and trace_batch[t] == b]
+        out[b] = Counter(late).most_common(1)[0][0]
+    return out
+
+
+@pytest.mark.parametrize("profiled", [True, False])
+def test_converges_to_the_best_gamma_per_batch_size(profiled: bool) -> None:
+    env = PolicyEnv(gamma_max=4, seed=0, latency=LAT if profiled else None)
+    pol = make_policy("nightjar+", env)
+    trace = run_loop(pol, LAT, lambda t: SIZES[(t // 25) % 4], lambda t, b: [0.8] * b, 6000)
+    assert _modes(trace.batch, trace.gamma, 3000) == {b: LAT.best_gamma(b, 0.8) for b in SIZES}
+
+
+def test_heterogeneous_rates_are_priced_per_gamma() -> None:
+    # Half the requests draft perfectly, half badly: mean tokens at gamma 4 are
+    # far above tau(mean rate, 4); the per-gamma effective rate must reproduce them.
+    acc = EffectiveAcceptance(4, 0.5, 0.05, 16)
+    rates = [0.95, 0.15]
+    for g in (1, 4):
+        mean_acc = sum(expected_tokens(a, g) - 1.0 for a in rates) / 2
+        for _ in range(50):
+            acc.update(g, round(mean_acc * 64), 64)
+        assert acc.taus[g] == pytest.approx(1.0 + mean_acc, rel=0.02)
+    assert acc.mean() == pytest.approx(0.55, abs=0.02)
+
+
+def test_reenables_speculation_after_a_load_drop() -> None:
+    pol = make_policy("nightjar+", PolicyEnv(gamma_max=4, seed=1, latency=LAT))
+    trace = run_loop(
+        pol, LAT, lambda t: 256 if 1000 <= t < 2000 else 1, lambda t, b: [0.8] * b, 3000,
+        switch_cost_s=0.05,
+    )
+    assert trace.share(0, 1200, 2000) > 0.9
+    assert 1.0 - trace.share(0, 2200) > 0.9
+
+
+def test_a_wrong_profile_is_corrected_by_what_the_steps_show() -> None:
+    # The prior believes verification is free at any batch (spec always pays);
+    # the hardware disagrees at B = 256, where gamma 0 is best.
+    prior = KneeLatency(per_token_s=0.0)
+    pol = make_policy("nightjar+", PolicyEnv(gamma_max=4, seed=2, latency=prior))
+    trace = run_loop(pol, LAT, lambda t: 256, lambda t, b: [0.8] * b, 6000)
+    assert trace.share(0, 4000) > 0.8
+
+
+def test_deterministic_for_a_seed() -> None:
+    def gammas(seed: int) -> list[int]:
+        pol = make_policy("nightjar+", PolicyEnv(gamma_max=4, seed=seed, latency=LAT))
+        return run_loop(pol, LAT, lambda t: 1 + t % 60, lambda t, b: [0.7] * b, 1500).gamma
+
+    assert gammas(3) == gammas(3)
+    assert gammas(3) != gammas(4)
