@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,27 @@ from nightjar.types import Decision, StepContext, StepOutcome
 
 def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
     return -(-tokens // block_size)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What the scheduler settled for one step."""
+
+    n_decode: int  # the first n_decode running requests decode; the rest were admitted
+    gammas: np.ndarray  # per decoding request, after clamps
+    g_max: int
+    clamped: bool
+    prefill_tokens: int
+    mean_ctx: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    """Per decoding request: id, accepted drafts, emitted tokens."""
+
+    rid: np.ndarray
+    accepted: np.ndarray
+    emitted: np.ndarray
 
 
 class Engine:
@@ -102,7 +124,15 @@ class Engine:
         )
 
     def _step(self, now: float) -> float:
-        b, led, pool = self.batch, self.ledger, self.pool
+        plan = self._schedule(now)
+        step_s, switch_s = self._latency(plan)
+        decoded = self._postprocess(plan, now + step_s)
+        self._record(now, plan, step_s, switch_s, decoded)
+        return step_s
+
+    def _schedule(self, now: float) -> _Plan:
+        """Decide gamma, make room in the KV pool, admit what fits."""
+        b = self.batch
         ctx = self._context(now)
         raw = self.policy.decide(ctx) if ctx.batch_size else 0
         decision, clamped = self.draft.decide(
@@ -110,79 +140,89 @@ class Engine:
         )
         gammas = self._gammas(clamp_decision(decision, ctx), len(b))
         preempted = self._grow_kv(gammas) or len(b) < ctx.batch_size
-        gammas = gammas[: len(b)]
-        n_decode = len(b)
-        budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n_decode
-        admitted, prefill_tokens = self._admit(budget) if not preempted else (0, 0)
+        n = len(b)
+        gammas = gammas[:n]
+        budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
+        prefill_tokens = 0 if preempted else self._admit(budget)
+        return _Plan(
+            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0, clamped=clamped,
+            prefill_tokens=prefill_tokens, mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
+        )
 
-        # Latency of the step.
-        g_max = int(gammas.max()) if n_decode else 0
-        step_s = 0.0
-        switch_s = 0.0
-        mean_ctx = float(b.ctx[:n_decode].mean()) if n_decode else 0.0
-        if n_decode:
-            step_s += self._decode_time(n_decode, gammas, g_max, mean_ctx)
-            spec = gammas > 0
-            if g_max > 0:
-                lag = int(b.lag[:n_decode][spec].sum())
-                if lag:
-                    switch_s = self.profile.draft_prefill_time_s(lag)
-            elif self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident:
-                step_s += self.profile.draft_forward_s(n_decode, mean_ctx)
-        if prefill_tokens:
-            step_s += self.profile.prefill_time_s(prefill_tokens)
-            if self.draft.resident and (g_max > 0 or self.cfg.draft_kv_mode is DraftKVMode.SYNC):
-                step_s += self.profile.draft_prefill_time_s(prefill_tokens)
-                b.lag[n_decode:] = 0
+    def _latency(self, plan: _Plan) -> tuple[float, float]:
+        """The step's duration and the part of it that was the draft's catch-up."""
+        b, n, profile = self.batch, plan.n_decode, self.profile
+        sync = self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident
+        step_s = switch_s = 0.0
+        if n:
+            step_s += self._decode_time(n, plan.gammas, plan.g_max, plan.mean_ctx)
+            if plan.g_max > 0:
+                lag = int(b.lag[:n][plan.gammas > 0].sum())
+                switch_s = profile.draft_prefill_time_s(lag) if lag else 0.0
+            elif sync:
+                step_s += profile.draft_forward_s(n, plan.mean_ctx)
+        if plan.prefill_tokens:
+            step_s += profile.prefill_time_s(plan.prefill_tokens)
+            if self.draft.resident and (plan.g_max > 0 or sync):
+                step_s += profile.draft_prefill_time_s(plan.prefill_tokens)
+                b.lag[n:] = 0
         step_s += switch_s + self.draft.take_step_overhead_s()
-        end = now + step_s
+        return float(step_s), float(switch_s)
 
-        # Outcome, applied at the step's end.
-        rid = b.rid[:n_decode]
-        remaining = led.output[rid] - led.generated[rid]
+    def _postprocess(self, plan: _Plan, end: float) -> _Decoded:
+        """Apply the sampled outcome at the step's end."""
+        b, led, n, gammas = self.batch, self.ledger, plan.n_decode, plan.gammas
+        rid = b.rid[:n]
         acc = sample_accepted(
             self.rng, led.alpha[rid], gammas, self.cfg.acceptance_model, self.cfg.positional_decay
         )
-        emitted = np.minimum(acc + 1, remaining)
+        emitted = np.minimum(acc + 1, led.output[rid] - led.generated[rid])
         led.generated[rid] += emitted
         led.drafted[rid] += gammas
         led.accepted[rid] += acc
-        b.ctx[:n_decode] += emitted
-        lag = b.lag[:n_decode]
+        b.ctx[:n] += emitted
+        lag = b.lag[:n]
         lag[gammas > 0] = 0
         if not (self.draft.resident and self.cfg.draft_kv_mode is DraftKVMode.SYNC):
             lag[gammas == 0] += emitted[gammas == 0]
-        if admitted:
-            new = b.rid[n_decode:]
+        if len(b) > n:  # admitted this step: the prefill emits the first token
+            new = b.rid[n:]
             first = np.isnan(led.first_token_s[new])
             led.first_token_s[new[first]] = end
             led.generated[new] += 1
-            b.ctx[n_decode:] += 1
+            b.ctx[n:] += 1
         done = led.generated[b.rid] >= led.output[b.rid]
         if done.any():
             led.finish_s[b.rid[done]] = end
             led.finished += int(done.sum())
-            pool.release(int(b.blocks[done].sum()))
+            self.pool.release(int(b.blocks[done].sum()))
             b.keep(~done)
         self.draft.after_step(self._preempt_last)
+        return _Decoded(rid, acc, emitted)
 
-        drafted, accepted, out = int(gammas.sum()), int(acc.sum()), int(emitted.sum())
+    def _record(
+        self, now: float, plan: _Plan, step_s: float, switch_s: float, decoded: _Decoded
+    ) -> None:
+        pool, n = self.pool, plan.n_decode
+        drafted = int(plan.gammas.sum())
+        accepted, out = int(decoded.accepted.sum()), int(decoded.emitted.sum())
         self.drafted_total += drafted
         self.accepted_total += accepted
         self.steps.append(StepRecord(
-            now, step_s, n_decode, len(self.waiting), g_max, prefill_tokens, drafted, accepted,
-            out, pool.used, pool.total - pool.reclaim_pending, self.draft.state_name,
-            switch_s, clamped, mean_ctx,
+            now, step_s, n, len(self.waiting), plan.g_max, plan.prefill_tokens, drafted,
+            accepted, out, pool.used, pool.total - pool.reclaim_pending,
+            self.draft.state_name, switch_s, plan.clamped, plan.mean_ctx,
         ))
-        if n_decode:
-            self.policy.observe(StepOutcome(
-                gamma=g_max, batch_size=n_decode, step_time_s=step_s, drafted=drafted,
-                accepted=accepted, emitted=out, switch_cost_s=switch_s, clamped=clamped,
-                request_ids=rid.tolist() if self.wants_requests else None,
-                per_request_accepted=acc.tolist() if self.wants_requests else None,
-                per_request_drafted=gammas.tolist() if self.wants_requests else None,
-            ))
-        return float(step_s)
+        if not n:
+            return
+        per_request = self.wants_requests
+        self.policy.observe(StepOutcome(
+            gamma=plan.g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
+            accepted=accepted, emitted=out, switch_cost_s=switch_s, clamped=plan.clamped,
+            request_ids=decoded.rid.tolist() if per_request else None,
+            per_request_accepted=decoded.accepted.tolist() if per_request else None,
+            per_request_drafted=plan.gammas.tolist() if per_request else None,
+        ))
 
     @staticmethod
     def _gammas(decision: Decision, n: int) -> np.ndarray:
@@ -243,8 +283,8 @@ class Engine:
         b.truncate(len(b) - 1)
         return True
 
-    def _admit(self, budget: int) -> tuple[int, int]:
-        """Admit waiting requests FCFS; returns (count, prefill tokens).
+    def _admit(self, budget: int) -> int:
+        """Admit waiting requests FCFS; returns their prefill tokens.
 
         A recomputed request prefills its prompt plus what it had generated. A
         prompt larger than the whole budget is still admitted when it is the
@@ -268,9 +308,9 @@ class Engine:
             free -= nb
             total += t
         if not rids:
-            return 0, 0
+            return 0
         ctx = np.asarray(tokens, dtype=np.int64)
         blocks = _blocks_for(ctx + 1, bs)
         pool.allocate(int(blocks.sum()))
         self.batch.append(np.asarray(rids, dtype=np.int64), ctx, blocks, ctx.copy())
-        return len(rids), total
+        return total
