@@ -111,6 +111,8 @@ async def _replay(trace: Trace, spec: EngineSpec, opts: ReplayOptions,
         duration = time.monotonic() - t0
     finally:
         engine.shutdown()
+        # Drop it now: AsyncLLM.__del__ at interpreter exit would shut down again.
+        del engine
     result = RunResult(policy=spec.settings.policy, engine="live", trace=trace.name,
                        profile=Path(spec.target).name, seed=opts.seed, duration_s=duration,
                        requests=records, extra={"clipped_prompts": float(clipped)})

@@ -43,6 +43,9 @@ class NightjarWorkerMixin:
     _nj_real_propose: Any = None
     _nj_skip_now = False  # skip the draft forward in the current step
     _nj_skip_at_zero = False  # settings.draft_kv == "skip"
+    # Counters for tests and logs: draft passes run, and steps where one was skipped.
+    _nj_draft_runs = 0
+    _nj_draft_skips = 0
 
     def _nj_drafter(self) -> Any:
         runner: Any = getattr(self, "model_runner", None)
@@ -50,7 +53,9 @@ class NightjarWorkerMixin:
 
     def _nj_propose(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         if not (self._nj_skip_now or self.nightjar_draft_parked()):
+            self._nj_draft_runs += 1
             return self._nj_real_propose(*args, **kwargs)
+        self._nj_draft_skips += 1
         # Mirrors the K = 0 path of vLLM's proposer, minus the draft forward pass.
         cad = kwargs["common_attn_metadata"]
         device = kwargs["next_token_ids"].device
@@ -69,6 +74,10 @@ class NightjarWorkerMixin:
         if self._nj_parking is None or drafter is None:
             return 0
         return self._nj_parking.restore()
+
+    def nightjar_draft_counts(self) -> dict[str, int]:
+        """Draft passes run and skipped so far (``LLM.collective_rpc`` reads this)."""
+        return {"runs": self._nj_draft_runs, "skips": self._nj_draft_skips}
 
     def nightjar_draft_parked(self) -> bool:
         return self._nj_parking is not None and self._nj_parking.parked

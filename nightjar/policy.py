@@ -23,6 +23,10 @@ class Policy(Protocol):
 
     ``decide`` must be cheap (microseconds) and deterministic given the policy's
     seed and the sequence of contexts and outcomes it has seen.
+
+    Optional class attribute ``uses_request_info = True``: the engine then fills the
+    per-request fields of contexts and outcomes (ids, acceptance estimates, and in
+    the simulator the true rates); others skip that per-step cost.
     """
 
     name: str
@@ -108,16 +112,17 @@ def make_policy(spec: str, env: PolicyEnv) -> Policy:
     return policy
 
 
+# ``all`` lists the static baselines first and the yardstick last.
+_ALL_ORDER = {"nospec": 0, "fixed": 1, "schedule": 2, "oracle": 9}
+
+
 def expand_specs(specs: list[str]) -> list[str]:
     """Expand ``all`` into every registered policy's default specs, keeping order."""
     _load_all()
+    infos = sorted(_REGISTRY.values(), key=lambda i: (_ALL_ORDER.get(i.name, 5), i.name))
     out: list[str] = []
     for spec in specs:
-        chosen = (
-            [s for info in _REGISTRY.values() for s in info.default_specs]
-            if spec == "all"
-            else [spec]
-        )
+        chosen = [s for info in infos for s in info.default_specs] if spec == "all" else [spec]
         out.extend(s for s in chosen if s not in out)
     return out
 

@@ -62,6 +62,9 @@ class StepOutcome:
     emitted: int
     switch_cost_s: float = 0.0
     clamped: bool = False
+    # Prompt tokens prefilled in the same step (mixed batches): their time is in
+    # ``step_time_s`` but belongs to admission, not to the chosen gamma.
+    prefill_tokens: int = 0
     # Per-request (drafted, accepted) in ``StepContext.request_ids`` order, where known.
     request_ids: Sequence[int] | None = None
     per_request_accepted: Sequence[int] | None = None

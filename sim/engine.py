@@ -219,6 +219,7 @@ class Engine:
         self.policy.observe(StepOutcome(
             gamma=plan.g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
             accepted=accepted, emitted=out, switch_cost_s=switch_s, clamped=plan.clamped,
+            prefill_tokens=plan.prefill_tokens,
             request_ids=decoded.rid.tolist() if per_request else None,
             per_request_accepted=decoded.accepted.tolist() if per_request else None,
             per_request_drafted=plan.gammas.tolist() if per_request else None,

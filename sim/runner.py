@@ -39,6 +39,17 @@ def request_acceptance(trace: Trace, profile: Profile, seed: int) -> np.ndarray:
     return alpha
 
 
+def acceptance_prior(trace: Trace, profile: Profile) -> float | None:
+    """The profile's mean acceptance for the trace's most common workload, if known.
+
+    What a deployment would know before serving: the draft's measured acceptance on
+    that kind of traffic, not any request's own rate.
+    """
+    names, counts = np.unique(trace.workload.astype(str), return_counts=True)
+    known = profile.acceptance(str(names[np.argmax(counts)])) if len(names) else None
+    return known[0] if known is not None else None
+
+
 def simulate(
     trace: Trace,
     profile: Profile,
@@ -57,7 +68,11 @@ def simulate(
         alpha = request_acceptance(trace, profile, cfg.seed)
     env = simpy.Environment()
     ledger = Ledger(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, alpha)
-    pol = make_policy(policy, PolicyEnv(gamma_max=cfg.gamma_max, seed=cfg.seed, latency=profile))
+    env_info = PolicyEnv(
+        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=profile,
+        acceptance_prior=acceptance_prior(trace, profile),
+    )
+    pol = make_policy(policy, env_info)
     engine = Engine(env, ledger, profile, pol, cfg, progress)
     started = time.perf_counter()
     env.process(engine.run())

@@ -1,0 +1,83 @@
+"""The results table of docs/policies.md: every policy on the bundled dynamic traces.
+
+    .venv/bin/python benchmarks/policy_table.py [--seed 0] [--curve]
+
+For each bundled dynamic trace and each bundled profile it simulates every policy
+on the same arrivals and per-request acceptance rates, and prints a markdown table
+(output throughput, mean E2E, regret against ``oracle`` in per-token latency,
+0 <-> >0 toggles per minute), then how ``nightjar`` and ``nightjar+`` compare with
+the best ``fixed:G`` and with ``nospec``. ``--curve`` adds nightjar's regret over
+growing prefixes of each run (does it shrink as the trace gets longer?).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from nightjar.metrics import summarize
+from nightjar.profile import load_profile
+from nightjar.records import RunResult
+from nightjar.regret import regret, regret_curve
+from nightjar.sim import SimConfig, simulate_many
+from nightjar.trace import load_trace
+
+TRACES = ("burst", "oscillation", "migration")
+PROFILES = ("a100-80gb/vicuna-13b+vicuna-68m", "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")
+FIXED = ("fixed:1", "fixed:2", "fixed:3", "fixed:4")
+SPECS = (
+    "nospec", *FIXED, "schedule", "dsd", "banditspec", "banditspec-exp3", "sglang", "tetris",
+    "nightjar", "nightjar+", "oracle",
+)
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{(a / b - 1.0) * 100.0:+.1f}%"
+
+
+def table(trace: str, profile: str, seed: int, curve: bool) -> None:
+    results = simulate_many(load_trace(trace), load_profile(profile), SPECS, SimConfig(seed=seed))
+    runs: dict[str, RunResult] = {r.policy: r for r in results}
+    sums = {k: summarize(v) for k, v in runs.items()}
+    oracle = runs["oracle"]
+    print(f"\n### {trace} / {profile}\n")
+    print("| policy | throughput tok/s | mean E2E s | regret % | toggles/min |")
+    print("|---|---:|---:|---:|---:|")
+    for spec in SPECS:
+        s = sums[spec]
+        reg = regret(runs[spec], oracle).percent
+        print(
+            f"| {spec} | {s.throughput_tok_s:.1f} | {s.e2e_s.mean:.1f} | {reg:+.2f} "
+            f"| {s.toggles_per_min:.1f} |"
+        )
+    best_fixed = max(FIXED, key=lambda f: sums[f].throughput_tok_s)
+    baselines = [s for s in SPECS if s not in ("nightjar", "nightjar+", "oracle")]
+    best_thr = max(baselines, key=lambda f: sums[f].throughput_tok_s)
+    best_e2e = min(baselines, key=lambda f: sums[f].e2e_s.mean)
+    print()
+    for ours in ("nightjar", "nightjar+"):
+        s = sums[ours]
+        print(
+            f"- {ours}: throughput {_pct(s.throughput_tok_s, sums[best_fixed].throughput_tok_s)}"
+            f" vs best fixed ({best_fixed}), "
+            f"{_pct(s.throughput_tok_s, sums[best_thr].throughput_tok_s)} vs best baseline "
+            f"({best_thr}); mean E2E {_pct(s.e2e_s.mean, sums['nospec'].e2e_s.mean)} vs nospec, "
+            f"{_pct(s.e2e_s.mean, sums[best_e2e].e2e_s.mean)} vs best baseline ({best_e2e})"
+        )
+    if curve:
+        frame = regret_curve(runs["nightjar"], oracle, points=5)
+        pts = ", ".join(f"{t:.0f}s: {r:+.1f}%" for t, r in zip(frame.time_s, frame.regret_pct, strict=True))
+        print(f"- nightjar regret over prefixes: {pts}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--curve", action="store_true")
+    args = parser.parse_args()
+    for trace in TRACES:
+        for profile in PROFILES:
+            table(trace, profile, args.seed, args.curve)
+
+
+if __name__ == "__main__":
+    main()

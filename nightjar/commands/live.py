@@ -1,0 +1,168 @@
+"""``nightjar live``: run policies inside vLLM V1 over a trace, or serve with Nightjar.
+
+vLLM is imported only when the command runs, so ``nightjar --help`` works without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+
+DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar")
+# Policies whose decisions vLLM cannot carry out, with the reason.
+UNSUPPORTED = {
+    "tetris": "tetris allocates a different gamma per request, which vLLM cannot run "
+    "(one speculative length per step for the whole batch)",
+    "oracle": "oracle needs the true latency table and acceptance rates, which only the "
+    "simulator knows",
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("live", help="run policies inside vLLM (or serve)", description=__doc__)
+    p.add_argument("--model", required=True,
+                   help="preset (vicuna-13b, deepseek-r1-distill-qwen-7b, llama-3.1-8b), "
+                   "local directory or cached Hugging Face id")
+    p.add_argument("--draft", default=None, help="draft model (default: the preset's)")
+    p.add_argument("--trace", default=None, help="bundled trace name or path")
+    p.add_argument("--policy", action="append", dest="policies", metavar="SPEC",
+                   help=f"policy spec, repeatable; default: {' '.join(DEFAULT_POLICIES)}")
+    p.add_argument("--gamma-max", type=int, default=3)
+    p.add_argument("--spec-tokens", type=int, default=None,
+                   help="the engine's num_speculative_tokens (default: --gamma-max)")
+    p.add_argument("--draft-kv", choices=["sync", "skip"], default="sync",
+                   help="at gamma 0, keep the draft's KV in sync (vLLM) or skip the draft")
+    p.add_argument("--offload", choices=["on", "off"], default="off",
+                   help="move the draft out of device memory under KV pressure")
+    p.add_argument("--ballast-blocks", type=int, default=None,
+                   help="KV blocks the draft stands for (default: its weight bytes)")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiply trace times by this (0.1 replays ten times faster)")
+    p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--max-num-seqs", type=int, default=64)
+    p.add_argument("--kv-cache-gb", type=float, default=None, help="KV pool size (GiB)")
+    p.add_argument("--compile", action="store_true",
+                   help="let vLLM torch.compile the model (slow warm-up on CPU)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--serve", action="store_true",
+                   help="run vLLM's OpenAI server with Nightjar instead of a trace")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("vllm_args", nargs=argparse.REMAINDER,
+                   help="after --, extra flags passed to vLLM's server (--serve)")
+    p.set_defaults(func=run)
+
+
+def _check_policies(specs: list[str], gamma_max: int) -> None:
+    from nightjar.policy import PolicyEnv, make_policy
+
+    import nightjar.live.cycle  # noqa: F401  (registers the diagnostic cycle policy)
+
+    for spec in specs:
+        name = spec.partition(":")[0]
+        if name in UNSUPPORTED:
+            raise NightjarInputError(f"policy {spec!r} cannot run on vLLM: {UNSUPPORTED[name]}")
+        make_policy(spec, PolicyEnv(gamma_max=gamma_max, per_request=False))
+
+
+def run(args: argparse.Namespace) -> int:
+    from nightjar.live.models import check_pair, default_draft, resolve_model
+    from nightjar.live.settings import LiveSettings
+    from nightjar.live.version import check_vllm_version
+    from nightjar.policy import expand_specs
+
+    check_vllm_version()
+    spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
+    if args.gamma_max < 0 or spec_tokens < 0:
+        raise NightjarInputError("--gamma-max and --spec-tokens must be >= 0")
+    if args.gamma_max > spec_tokens:
+        raise NightjarInputError(
+            f"--gamma-max {args.gamma_max} exceeds the engine's num_speculative_tokens "
+            f"({spec_tokens}); vLLM cannot draft more tokens than it was started with"
+        )
+    if not args.time_scale > 0:
+        raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
+    target = resolve_model(args.model, "model")
+    draft_arg = args.draft or default_draft(args.model)
+    draft = resolve_model(draft_arg, "draft") if draft_arg else None
+    vocab = check_pair(target, draft) if draft else 32000
+    specs = expand_specs(args.policies or list(DEFAULT_POLICIES))
+    _check_policies(specs, args.gamma_max)
+    if draft is None and any(s != "nospec" for s in specs):
+        raise NightjarInputError("policies other than nospec need a draft model (--draft)")
+    base = LiveSettings(
+        gamma_max=args.gamma_max, seed=args.seed, draft_kv=args.draft_kv,
+        memory={} if args.offload == "on" else None, ballast_blocks=args.ballast_blocks,
+    )
+    if args.serve:
+        from nightjar.live.serve import serve
+
+        return serve(args, target, draft, base, spec_tokens, specs)
+    if args.trace is None:
+        raise NightjarInputError("give --trace FILE to replay, or --serve")
+    return _replay_all(args, target, draft, vocab, base, spec_tokens, specs)
+
+
+def _replay_all(args: argparse.Namespace, target: str, draft: str | None, vocab: int,
+                base: Any, spec_tokens: int, specs: list[str]) -> int:
+    import dataclasses
+
+    from rich.console import Console
+
+    from nightjar.metrics import summarize
+    from nightjar.output import prepare_out_dir, write_all
+    from nightjar.table import summary_table
+    from nightjar.trace import load_trace
+
+    trace = load_trace(args.trace)
+    if args.max_requests is not None:
+        trace = _head(trace, args.max_requests)
+    out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    prepare_out_dir(out, args.force)
+
+    from nightjar.live.engine import EngineSpec, prepare_env
+
+    prepare_env()
+    from nightjar.live.replay import ReplayOptions, replay
+
+    console = Console(stderr=True)
+    results = []
+    for spec in specs:
+        settings = dataclasses.replace(base, policy=spec, step_log=str(out / f".steps-{len(results)}.jsonl"))
+        engine = EngineSpec(
+            target=target, draft=None if spec == "nospec" else draft, settings=settings,
+            max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+            kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
+            enforce_eager=not args.compile, spec_tokens=spec_tokens,
+        )
+        console.print(f"[bold]{spec}[/]: replaying {len(trace)} requests")
+        result, _ = replay(trace, engine, ReplayOptions(args.time_scale, vocab, args.seed))
+        result.policy = spec
+        results.append(result)
+    title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
+    Console().print(summary_table([summarize(r) for r in results], None, title=title))
+    write_all(results, out, force=True, report_title=None if args.no_report else title)
+    console.print(f"wrote {out}/")
+    return 0
+
+
+def _head(trace: Any, n: int) -> Any:
+    import dataclasses
+
+    if n < 1:
+        raise NightjarInputError(f"--max-requests must be >= 1, got {n}")
+    cut = slice(0, min(n, len(trace)))
+    return dataclasses.replace(
+        trace, arrival_s=trace.arrival_s[cut], prompt_tokens=trace.prompt_tokens[cut],
+        output_tokens=trace.output_tokens[cut], workload=trace.workload[cut],
+        acceptance=trace.acceptance[cut],
+        prompts=trace.prompts[cut] if trace.prompts is not None else None, span_s=None,
+    )
