@@ -9,7 +9,6 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from nightjar.errors import NightjarInputError
-from nightjar.types import StepOutcome
 
 # Acceptance rates are clipped below 1 so the geometric series stays finite and the
 # inversion below stays monotone; a perfect draft is not physical anyway.
@@ -41,20 +40,6 @@ def expected_tokens_all(alpha: float, gamma_max: int) -> list[float]:
         p *= alpha
         out.append(out[-1] + p)
     return out
-
-
-def step_loss(outcome: StepOutcome) -> float | None:
-    """Per-token latency of a step: seconds per generated token, seen by one request.
-
-    ``(step_time_s - switch_cost_s) * batch_size / emitted``: the step's time times
-    the tokens one request got from it, inverted. It is the step's contribution to
-    TPOT, and comparable across gammas at the same batch size. The switch cost is
-    taken out because it belongs to the transition, not to the arm (policies that
-    care amortise it separately). ``None`` when the step emitted nothing.
-    """
-    if outcome.emitted <= 0 or outcome.batch_size <= 0:
-        return None
-    return (outcome.step_time_s - outcome.switch_cost_s) * outcome.batch_size / outcome.emitted
 
 
 class AcceptanceInverter:
@@ -145,3 +130,48 @@ class EffectiveAcceptance:
             self._a[gamma] = a
         for g in range(1, len(self._a)):
             self.taus[g] = expected_tokens(self._a[self._source(g)], g)
+
+
+class PrefillCost:
+    """Learned seconds that prompt tokens prefilled in a step add to the step's time.
+
+    A mixed step (decodes plus admissions) costs the decode the policy chose plus a
+    prefill it did not choose; crediting the whole step to the arm confounds the
+    arm with the load. The cost is learned per power-of-two bucket of prefilled
+    tokens (prefill is flat while memory-bound, then linear, so one per-token rate
+    would be wrong at both ends), as an EMA of residuals: the step's time minus the
+    policy's own estimate of the decode alone. An unseen bucket borrows the nearest
+    learned one; before any is learned the estimate is ``None`` and the caller does
+    not credit the step at all.
+    Invariant: ``cost[k] >= 0`` for every learned bucket.
+    """
+
+    ALPHA = 0.1
+
+    def __init__(self) -> None:
+        self._cost: dict[int, float] = {}
+        self._n: dict[int, int] = {}
+
+    def learn(self, tokens: int, residual_s: float) -> None:
+        if tokens <= 0:
+            return
+        k = tokens.bit_length()
+        n = self._n.get(k, 0) + 1
+        self._n[k] = n
+        old = self._cost.get(k, 0.0)
+        self._cost[k] = max(0.0, old + max(1.0 / n, self.ALPHA) * (residual_s - old))
+
+    def estimate(self, tokens: int) -> float | None:
+        """Seconds for ``tokens``; an unseen bucket borrows the nearest learned one."""
+        if tokens <= 0:
+            return 0.0
+        k = tokens.bit_length()
+        hit = self._cost.get(k)
+        if hit is None and self._cost:
+            hit = self._cost[min(self._cost, key=lambda j: abs(j - k))]
+        return hit
+
+    def decode_time(self, step_s: float, tokens: int) -> float | None:
+        """``step_s`` less the estimated prefill; ``None`` while nothing is learned."""
+        cost = self.estimate(tokens)
+        return None if cost is None else max(step_s - cost, 0.0)

@@ -40,6 +40,9 @@ class ProfileTimes:
     def learn(self, batch_size: int, gamma: int, step_time_s: float) -> None:
         pass  # the profile is fixed; the caller's correction ratios absorb its error
 
+    def known(self, batch_size: int, gamma: int) -> bool:
+        return True
+
 
 class OnlineTimes:
     """Per-bucket EMA of step time per gamma, with a linear guess for unseen gammas.
@@ -64,6 +67,11 @@ class OnlineTimes:
         # Borrow the nearest bucket's curve until this one has its own data.
         near = min(self._pred, key=lambda k: abs(k - c))
         return self._pred[near]
+
+    def known(self, batch_size: int, gamma: int) -> bool:
+        """Whether ``times`` for this bucket and gamma rests on an observation."""
+        seen = self._seen.get(bucket_of(batch_size))
+        return seen is not None and seen[gamma]
 
     def learn(self, batch_size: int, gamma: int, step_time_s: float) -> None:
         c = bucket_of(batch_size)

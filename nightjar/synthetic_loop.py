@@ -21,6 +21,7 @@ from nightjar.types import LatencyModel, StepContext, StepOutcome
 
 BatchSchedule = Callable[[int], int]  # step index -> batch size
 AlphaSchedule = Callable[[int, int], Sequence[float]]  # (step, batch size) -> rates
+PrefillSchedule = Callable[[int, int], int]  # (step, gamma that runs) -> prompt tokens
 
 
 @dataclass
@@ -59,8 +60,14 @@ def run_loop(
     delay: int = 1,
     context_len: float = 512.0,
     request_info: bool = True,
+    prefill: PrefillSchedule | None = None,
+    prefill_s: Callable[[int], float] = lambda n: 0.02 + 2e-5 * n,
 ) -> LoopTrace:
     """Run ``steps`` steps; a gamma > 0 step right after a gamma = 0 step pays ``switch_cost_s``.
+
+    ``prefill(t, g)`` gives the prompt tokens admitted in step ``t`` (which may depend
+    on the gamma that runs, to confound an arm with the load); they add
+    ``prefill_s(tokens)`` to the step's time.
 
     Acceptance follows the geometric law the simulator uses: a request with rate
     ``a`` drafting ``g`` tokens accepts ``min(floor(ln U / ln a), g)`` of them.
@@ -89,12 +96,13 @@ def run_loop(
         g = int(gammas.max())
         k = np.minimum(np.floor(np.log(rng.random(b)) / np.log(rates)), gammas).astype(int)
         switch = switch_cost_s if (g > 0 and off) else 0.0
-        step = latency.step_time_s(b, g, context_len) + switch
+        p = prefill(t, g) if prefill is not None else 0
+        step = latency.step_time_s(b, g, context_len) + switch + (prefill_s(p) if p else 0.0)
         emitted = int(k.sum()) + b
         off = g == 0
         pending.append(StepOutcome(
             gamma=g, batch_size=b, step_time_s=step, drafted=int(gammas.sum()),
-            accepted=int(k.sum()), emitted=emitted, switch_cost_s=switch,
+            accepted=int(k.sum()), emitted=emitted, switch_cost_s=switch, prefill_tokens=p,
             request_ids=ids, per_request_accepted=k.tolist(),
             per_request_drafted=gammas.tolist(),
         ))

@@ -24,47 +24,83 @@ UNSUPPORTED = {
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("live", help="run policies inside vLLM (or serve)", description=__doc__)
-    p.add_argument("--model", required=True,
-                   help="preset (vicuna-13b, deepseek-r1-distill-qwen-7b, llama-3.1-8b), "
-                   "local directory or cached Hugging Face id")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="preset (vicuna-13b, deepseek-r1-distill-qwen-7b, llama-3.1-8b), "
+        "local directory or cached Hugging Face id",
+    )
     p.add_argument("--draft", default=None, help="draft model (default: the preset's)")
     p.add_argument("--trace", default=None, help="bundled trace name or path")
-    p.add_argument("--policy", action="append", dest="policies", metavar="SPEC",
-                   help=f"policy spec, repeatable; default: {' '.join(DEFAULT_POLICIES)}")
+    p.add_argument(
+        "--policy",
+        action="append",
+        dest="policies",
+        metavar="SPEC",
+        help=f"policy spec, repeatable; default: {' '.join(DEFAULT_POLICIES)}",
+    )
     p.add_argument("--gamma-max", type=int, default=3)
-    p.add_argument("--spec-tokens", type=int, default=None,
-                   help="the engine's num_speculative_tokens (default: --gamma-max)")
-    p.add_argument("--draft-kv", choices=["sync", "skip"], default="sync",
-                   help="at gamma 0, keep the draft's KV in sync (vLLM) or skip the draft")
-    p.add_argument("--offload", choices=["on", "off"], default="off",
-                   help="move the draft out of device memory under KV pressure")
-    p.add_argument("--ballast-blocks", type=int, default=None,
-                   help="KV blocks the draft stands for (default: its weight bytes)")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="multiply trace times by this (0.1 replays ten times faster)")
+    p.add_argument(
+        "--spec-tokens",
+        type=int,
+        default=None,
+        help="the engine's num_speculative_tokens (default: --gamma-max)",
+    )
+    p.add_argument(
+        "--draft-kv",
+        choices=["sync", "skip"],
+        default="sync",
+        help="at gamma 0, keep the draft's KV in sync (vLLM) or skip the draft",
+    )
+    p.add_argument(
+        "--offload",
+        choices=["on", "off"],
+        default="off",
+        help="move the draft out of device memory under KV pressure",
+    )
+    p.add_argument(
+        "--ballast-blocks",
+        type=int,
+        default=None,
+        help="KV blocks the draft stands for (default: its weight bytes)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply trace times by this (0.1 replays ten times faster)",
+    )
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
     p.add_argument("--max-model-len", type=int, default=2048)
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--kv-cache-gb", type=float, default=None, help="KV pool size (GiB)")
-    p.add_argument("--compile", action="store_true",
-                   help="let vLLM torch.compile the model (slow warm-up on CPU)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="let vLLM torch.compile the model (slow warm-up on CPU)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
-    p.add_argument("--serve", action="store_true",
-                   help="run vLLM's OpenAI server with Nightjar instead of a trace")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="run vLLM's OpenAI server with Nightjar instead of a trace",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("vllm_args", nargs=argparse.REMAINDER,
-                   help="after --, extra flags passed to vLLM's server (--serve)")
+    p.add_argument(
+        "vllm_args",
+        nargs=argparse.REMAINDER,
+        help="after --, extra flags passed to vLLM's server (--serve)",
+    )
     p.set_defaults(func=run)
 
 
 def _check_policies(specs: list[str], gamma_max: int) -> None:
-    from nightjar.policy import PolicyEnv, make_policy
-
     import nightjar.live.cycle  # noqa: F401  (registers the diagnostic cycle policy)
+    from nightjar.policy import PolicyEnv, make_policy
 
     for spec in specs:
         name = spec.partition(":")[0]
@@ -94,25 +130,36 @@ def run(args: argparse.Namespace) -> int:
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
     vocab = check_pair(target, draft) if draft else 32000
-    specs = expand_specs(args.policies or list(DEFAULT_POLICIES))
+    default = ["nightjar"] if args.serve else list(DEFAULT_POLICIES)
+    specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
     if draft is None and any(s != "nospec" for s in specs):
         raise NightjarInputError("policies other than nospec need a draft model (--draft)")
     base = LiveSettings(
-        gamma_max=args.gamma_max, seed=args.seed, draft_kv=args.draft_kv,
-        memory={} if args.offload == "on" else None, ballast_blocks=args.ballast_blocks,
+        gamma_max=args.gamma_max,
+        seed=args.seed,
+        draft_kv=args.draft_kv,
+        memory={} if args.offload == "on" else None,
+        ballast_blocks=args.ballast_blocks,
     )
     if args.serve:
         from nightjar.live.serve import serve
 
-        return serve(args, target, draft, base, spec_tokens, specs)
+        return int(serve(args, target, draft, base, spec_tokens, specs))
     if args.trace is None:
         raise NightjarInputError("give --trace FILE to replay, or --serve")
     return _replay_all(args, target, draft, vocab, base, spec_tokens, specs)
 
 
-def _replay_all(args: argparse.Namespace, target: str, draft: str | None, vocab: int,
-                base: Any, spec_tokens: int, specs: list[str]) -> int:
+def _replay_all(
+    args: argparse.Namespace,
+    target: str,
+    draft: str | None,
+    vocab: int,
+    base: Any,
+    spec_tokens: int,
+    specs: list[str],
+) -> int:
     import dataclasses
 
     from rich.console import Console
@@ -134,14 +181,20 @@ def _replay_all(args: argparse.Namespace, target: str, draft: str | None, vocab:
     from nightjar.live.replay import ReplayOptions, replay
 
     console = Console(stderr=True)
-    results = []
+    results: list[Any] = []
     for spec in specs:
-        settings = dataclasses.replace(base, policy=spec, step_log=str(out / f".steps-{len(results)}.jsonl"))
+        step_log = out / f".steps-{len(results)}.jsonl"
+        step_log.unlink(missing_ok=True)  # the scheduler appends
+        settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
         engine = EngineSpec(
-            target=target, draft=None if spec == "nospec" else draft, settings=settings,
-            max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+            target=target,
+            draft=None if spec == "nospec" else draft,
+            settings=settings,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
             kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
-            enforce_eager=not args.compile, spec_tokens=spec_tokens,
+            enforce_eager=not args.compile,
+            spec_tokens=spec_tokens,
         )
         console.print(f"[bold]{spec}[/]: replaying {len(trace)} requests")
         result, _ = replay(trace, engine, ReplayOptions(args.time_scale, vocab, args.seed))
@@ -161,8 +214,12 @@ def _head(trace: Any, n: int) -> Any:
         raise NightjarInputError(f"--max-requests must be >= 1, got {n}")
     cut = slice(0, min(n, len(trace)))
     return dataclasses.replace(
-        trace, arrival_s=trace.arrival_s[cut], prompt_tokens=trace.prompt_tokens[cut],
-        output_tokens=trace.output_tokens[cut], workload=trace.workload[cut],
+        trace,
+        arrival_s=trace.arrival_s[cut],
+        prompt_tokens=trace.prompt_tokens[cut],
+        output_tokens=trace.output_tokens[cut],
+        workload=trace.workload[cut],
         acceptance=trace.acceptance[cut],
-        prompts=trace.prompts[cut] if trace.prompts is not None else None, span_s=None,
+        prompts=trace.prompts[cut] if trace.prompts is not None else None,
+        span_s=None,
     )

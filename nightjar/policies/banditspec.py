@@ -4,8 +4,10 @@ After BanditSpec (Hou et al., 2025, arXiv:2505.15141), which picks the speculati
 decoding hyperparameter each round with a multi-armed bandit. Arms are gamma
 0..gamma_max; the reward of a step is its throughput, ``emitted / step_time_s``,
 divided by the largest throughput seen so far so that it lies in [0, 1] as both
-algorithms assume. Neither sees the batch size: that is the point of the baseline,
-the paper targets a single request stream, not a batch whose load changes.
+algorithms assume. Steps that also prefilled admitted prompts are not credited
+(their time is the load's, not the arm's). Neither sees the batch size: that is
+the point of the baseline, the paper targets a single request stream, not a
+batch whose load changes.
 
 - UCBSpec: UCB1; every arm once, then ``argmax mean + sqrt(2 ln t / n)``.
 - EXP3Spec: EXP3 with mixing ``EXP3_GAMMA``; importance-weighted reward
@@ -32,7 +34,9 @@ class _Normaliser:
         self.top = 0.0
 
     def reward(self, outcome: StepOutcome) -> float | None:
-        if outcome.clamped or outcome.step_time_s <= 0.0:
+        # A mixed step's time includes prompts admitted by the load, not by the arm;
+        # BanditSpec's round is a pure speculative round, so such steps are skipped.
+        if outcome.clamped or outcome.step_time_s <= 0.0 or outcome.prefill_tokens > 0:
             return None
         rate = outcome.emitted / outcome.step_time_s
         self.top = max(self.top, rate)

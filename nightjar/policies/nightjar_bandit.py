@@ -10,7 +10,11 @@ leaves open):
   round(sqrt(block length)) rounds; the arm is fixed for a bin;
 - bin i of a block is an exploration bin with probability 1/sqrt(i) (a uniformly
   random arm), otherwise it exploits the arm with the lowest smoothed loss;
-- loss = per-token latency of the step (:func:`nightjar.bandit.step_loss`); an
+- loss = per-token latency of the step's decode: ``(step_time_s - switch_cost_s
+  - prefill) * batch_size / emitted``, where ``prefill`` is the learned time of the
+  prompt tokens admitted in the same step (:class:`nightjar.bandit.PrefillCost`;
+  admissions are the load's doing, not the arm's; a mixed step is not credited
+  until some prefill cost is known); an
   arm across the 0 / >0 boundary from the current state also pays half the
   learned switch cost C_switch (a round trip costs one draft-KV rebuild),
   amortised over the tokens the bin buys; exploration bins down-weight such arms
@@ -25,7 +29,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from nightjar.bandit import bucket_of, parse_no_arg, step_loss
+from nightjar.bandit import PrefillCost, bucket_of, parse_no_arg
 from nightjar.policy import Policy, PolicyEnv, register
 from nightjar.types import StepContext, StepOutcome
 
@@ -81,6 +85,11 @@ class NightjarPolicy:
         self._loss: dict[int, list[float]] = {}
         self._count: dict[int, list[int]] = {}
         self._tau: dict[int, list[float]] = {}
+        # Per context: smoothed step time of pure decode steps (the reference the
+        # prefill cost is learned against) and how many there were.
+        self._time: dict[int, list[float]] = {}
+        self._timed: dict[int, list[int]] = {}
+        self._prefill = PrefillCost()
         self._switch_cost = 0.0
         # Whether the last decision was gamma 0 (then the draft KV goes stale and
         # the next gamma > 0 step pays C_switch).
@@ -93,6 +102,8 @@ class NightjarPolicy:
             self._loss[c] = [0.0] * self.arms
             self._count[c] = [0] * self.arms
             self._tau[c] = [float(g + 1) for g in range(self.arms)]
+            self._time[c] = [0.0] * self.arms
+            self._timed[c] = [0] * self.arms
         return sched
 
     def decide(self, ctx: StepContext) -> int:
@@ -151,17 +162,31 @@ class NightjarPolicy:
             self._switch_cost += SWITCH_ALPHA * (outcome.switch_cost_s - self._switch_cost)
         if outcome.clamped or g >= self.arms:
             return  # the engine overrode the policy: the arm did not earn this
-        loss = step_loss(outcome)
-        if loss is None:
+        b, emitted = outcome.batch_size, outcome.emitted
+        if emitted <= 0 or b <= 0:
             return
-        c = bucket_of(outcome.batch_size)
+        c = bucket_of(b)
         if c not in self._loss:
             self._context(c)
+        step_s = outcome.step_time_s - outcome.switch_cost_s
+        p = outcome.prefill_tokens
+        if p > 0:
+            if self._timed[c][g]:
+                self._prefill.learn(p, step_s - self._time[c][g])
+            decode_s = self._prefill.decode_time(step_s, p)
+            if decode_s is None:
+                return
+        else:
+            decode_s = step_s
+            k = self._timed[c][g] + 1
+            self._timed[c][g] = k
+            self._time[c][g] += max(1.0 / k, ALPHA_MIN) * (step_s - self._time[c][g])
+        loss = decode_s * b / emitted
         n = self._count[c][g] + 1
         self._count[c][g] = n
         w = max(1.0 / n, ALPHA_MIN)
         self._loss[c][g] += w * (loss - self._loss[c][g])
-        self._tau[c][g] += w * (outcome.emitted / outcome.batch_size - self._tau[c][g])
+        self._tau[c][g] += w * (emitted / b - self._tau[c][g])
 
 
 @register("nightjar", "the paper's contextual bandit: batch-size bucket -> gamma (loss: TPOT)")

@@ -13,18 +13,21 @@ gamma and learns only the prediction's error:
   (:class:`nightjar.bandit.EffectiveAcceptance`), so a batch of unequal rates is
   priced right at every gamma;
 - ``ratio``: per bucket and gamma, observed over predicted step cost (a ratio of
-  EMAs), correcting the profile where it is wrong. It learns only from steps whose
-  decision saw an empty queue: under a queue, a step's time includes prefill that
-  speculation crowds out of the token budget, which would make long gammas look
-  cheap. A new bucket starts from its nearest neighbour's ratios;
+  EMAs), correcting the profile where it is wrong. It learns only from pure
+  decode steps (``prefill_tokens == 0``); a mixed step's excess over the
+  predicted decode trains the prefill cost (:class:`nightjar.bandit.PrefillCost`)
+  instead, which the profile-less step times subtract. A new bucket starts from
+  its nearest neighbour's ratios;
 - switch cost: turning speculation on pays C_switch, learned per missed token (the
   draft must re-read what it skipped) and predicted from the tokens emitted since
-  speculation stopped; turning it off commits to a later rebuild, priced at the
-  average observed C_switch; each amortised over the typical length of the run
-  (speculating, or not) that the toggle starts;
+  speculation stopped, capped at the running requests' contexts; turning it off
+  commits to a later rebuild, priced at the average observed C_switch; each
+  amortised over the typical length of the run (speculating, or not) that the
+  toggle starts;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
-  (toggling speculation explores 4x less often, and less when the switch is
-  dear); a 2% hysteresis keeps the current arm against near-ties.
+  (toggling speculation explores 4x less often, and much less when the rebuild
+  is dear, since one exploring step pays all of it); a 2% hysteresis keeps the
+  current arm against near-ties.
 Every estimate is an EMA, so the policy forgets and follows non-stationary loads.
 """
 
@@ -33,7 +36,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from nightjar.bandit import EffectiveAcceptance, bucket_of, parse_no_arg
+from nightjar.bandit import EffectiveAcceptance, PrefillCost, bucket_of, parse_no_arg
 from nightjar.policy import Policy, PolicyEnv, register
 from nightjar.step_times import OnlineTimes, ProfileTimes
 from nightjar.types import StepContext, StepOutcome
@@ -66,9 +69,11 @@ class NightjarPlusPolicy:
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
         self._ratio: dict[int, list[float]] = {}
+        self._prefill = PrefillCost()
         self._sums: dict[int, tuple[list[float], list[float], list[float]]] = {}
-        # (context length, queue empty) of decisions whose outcome has not arrived.
-        self._pending: deque[tuple[float, bool]] = deque(maxlen=8)
+        # (context length, lag that a rebuild would re-read) of decisions whose
+        # outcome has not arrived.
+        self._pending: deque[tuple[float, float]] = deque(maxlen=8)
         self._current = 0
         self._switch_rate = 0.0  # seconds of rebuild per token missed while off
         self._switch_avg = 0.0  # seconds per observed rebuild
@@ -91,14 +96,19 @@ class NightjarPlusPolicy:
         return r
 
     def losses(self, batch_size: int, context_len: float) -> list[float]:
-        """Predicted per-token latency of every gamma, switch penalty included."""
+        """Predicted per-token latency of every gamma, switch penalty included.
+
+        The rebuild re-reads what the running requests emitted while the draft was
+        off, which cannot exceed their contexts: after a long off-run under load the
+        requests that were running then are mostly gone.
+        """
         t = self._times.times(batch_size, context_len)
         r = self._ratios(bucket_of(batch_size))
         tau = self._acc.taus
         out = [t[g] / tau[g] * r[g] for g in range(self.arms)]
         if self._off:
             # Turning on now pays the rebuild over every token the draft missed.
-            cost = self._switch_rate * self._lag
+            cost = self._switch_rate * self._lag_now(batch_size, context_len)
             for g in range(1, self.arms):
                 out[g] += cost / (self._run_len * tau[g])
         else:
@@ -106,8 +116,13 @@ class NightjarPlusPolicy:
             out[0] += self._switch_avg / self._off_len
         return out
 
+    def _lag_now(self, batch_size: int, context_len: float) -> float:
+        return min(float(self._lag), batch_size * context_len)
+
     def decide(self, ctx: StepContext) -> int:
-        self._pending.append((ctx.mean_context_len, ctx.num_waiting == 0))
+        self._pending.append(
+            (ctx.mean_context_len, self._lag_now(ctx.batch_size, ctx.mean_context_len))
+        )
         if not ctx.draft_resident:
             return self._chose(0)
         loss = self.losses(ctx.batch_size, ctx.mean_context_len)
@@ -120,9 +135,15 @@ class NightjarPlusPolicy:
         u = self._rng.random()
         if u < EXPLORE:
             g = min(max(best + (1 if u < EXPLORE / 2 else -1), 0), top - 1)
-            # A toggle costs a switch: explore it 4x less often, less when it is dear.
+            # A toggle costs a switch: explore it 4x less often, and much less when
+            # it is dear. One exploring step pays the whole rebuild (not amortised
+            # over a run), so its price is counted in steps.
             extra = max(loss[g] - loss[best], 0.0) / loss[best]
-            if (g == 0) == (best == 0) or self._rng.random() * (1.0 + extra) < 0.25:
+            if g > 0 and self._off:
+                t_best = self._times.times(ctx.batch_size, ctx.mean_context_len)[best]
+                lag = self._lag_now(ctx.batch_size, ctx.mean_context_len)
+                extra += self._switch_rate * lag / t_best
+            if (g == 0) == (best == 0) or self._rng.random() * (1.0 + extra) ** 2 < 0.25:
                 return self._chose(g)
         return self._chose(best)
 
@@ -135,11 +156,11 @@ class NightjarPlusPolicy:
 
     def observe(self, outcome: StepOutcome) -> None:
         g, b = outcome.gamma, outcome.batch_size
-        ctx_len, quiet = self._pending.popleft() if self._pending else (0.0, False)
+        ctx_len, lag = self._pending.popleft() if self._pending else (0.0, 0.0)
         if outcome.switch_cost_s > 0.0:
             self._switch_avg += SWITCH_ALPHA * (outcome.switch_cost_s - self._switch_avg)
-            if self._lag > 0:
-                per_token = outcome.switch_cost_s / self._lag
+            if lag > 0:
+                per_token = outcome.switch_cost_s / lag
                 self._switch_rate += SWITCH_ALPHA * (per_token - self._switch_rate)
         self._track_runs(g, outcome.emitted)
         if outcome.clamped or g >= self.arms or b <= 0 or outcome.emitted <= 0:
@@ -147,13 +168,22 @@ class NightjarPlusPolicy:
         step_s = outcome.step_time_s - outcome.switch_cost_s
         if g > 0:
             self._acc.update(g, outcome.accepted, b)
-        if not self._profiled:
-            self._times.learn(b, g, step_s)  # no profile: confounded, but all there is
-            return
-        if not quiet:
-            return
         c = bucket_of(b)
         r = self._ratios(c)
+        p = outcome.prefill_tokens
+        if p > 0:
+            # The decode part is predicted; the rest of a mixed step is prefill.
+            if self._times.known(b, g):
+                self._prefill.learn(p, step_s - self._times.times(b, ctx_len)[g] * r[g])
+            if self._profiled:
+                return  # the ratio learns from pure decode steps only
+            decode_s = self._prefill.decode_time(step_s, p)
+            if decode_s is not None:
+                self._times.learn(b, g, decode_s)
+            return
+        if not self._profiled:
+            self._times.learn(b, g, step_s)
+            return
         num, den, ev = self._sums.setdefault(
             c, ([0.0] * self.arms, [0.0] * self.arms, [0.0] * self.arms)
         )
