@@ -43,7 +43,7 @@ class Ballast:
         take = min(want, self._pool.get_num_free_blocks())
         if take > 0:
             self._held.extend(self._pool.get_new_blocks(take))
-        return max(take, 0)
+        return max(int(take), 0)
 
     @property
     def full(self) -> bool:

@@ -45,8 +45,9 @@ def parse_cycle(arg: str | None) -> tuple[list[int], int]:
     return gammas, hold
 
 
-@register("cycle", "diagnostic: walk a gamma sequence, N steps each (cycle:3,0,2/4)",
-          default_specs=())
+@register(
+    "cycle", "diagnostic: walk a gamma sequence, N steps each (cycle:3,0,2/4)", default_specs=()
+)
 def _cycle(arg: str | None, env: PolicyEnv) -> Policy:
     gammas, hold = parse_cycle(arg)
     return CyclePolicy(gammas, hold)

@@ -76,7 +76,8 @@ def read_config(model_dir: str) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise NightjarInputError(f"cannot read {model_dir}/config.json: {exc}") from None
     # Multimodal / wrapped configs keep the language model's fields inside.
-    return data.get("text_config", data)
+    inner: dict[str, Any] = data.get("text_config", data)
+    return inner
 
 
 def check_pair(target_dir: str, draft_dir: str) -> int:

@@ -36,9 +36,12 @@ class WeightParking:
         # remove_duplicate: a tied weight is parked once and restored once.
         return list(self._module.named_parameters(remove_duplicate=True))
 
-    @torch.inference_mode()
     def park(self) -> int:
         """Move the weights to host buffers; returns the bytes moved."""
+        with torch.no_grad():
+            return self._park()
+
+    def _park(self) -> int:
         if self.parked:
             return 0
         params = self._params()
@@ -47,7 +50,7 @@ class WeightParking:
         self._device = params[0][1].device
         cuda = self._device.type == "cuda"
         if cuda:
-            self._stream = self._stream or torch.cuda.Stream(self._device)
+            self._stream = self._stream or torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call, unused-ignore]
             self._stream.wait_stream(torch.cuda.current_stream(self._device))
         for name, p in params:
             host = torch.empty(p.shape, dtype=p.dtype, device="cpu", pin_memory=cuda)
@@ -64,9 +67,12 @@ class WeightParking:
             p.data = torch.empty(0, dtype=p.dtype, device=p.device)
         return self.parked_bytes
 
-    @torch.inference_mode()
     def restore(self) -> int:
         """Bring the weights back to the device they came from; returns the bytes."""
+        with torch.no_grad():
+            return self._restore()
+
+    def _restore(self) -> int:
         if not self.parked:
             return 0
         moved = self.parked_bytes

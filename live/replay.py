@@ -61,8 +61,16 @@ def _prompts(trace: Trace, spec: EngineSpec, opts: ReplayOptions) -> tuple[list[
     return out, clipped
 
 
-async def _one(engine: Any, i: int, prompt: Any, max_tokens: int, t0: float, at: float,
-               rec: RequestRecord, outputs: list[list[int]]) -> None:
+async def _one(
+    engine: Any,
+    i: int,
+    prompt: Any,
+    max_tokens: int,
+    t0: float,
+    at: float,
+    rec: RequestRecord,
+    outputs: list[list[int]],
+) -> None:
     from vllm import SamplingParams
 
     delay = t0 + at - time.monotonic()
@@ -79,8 +87,9 @@ async def _one(engine: Any, i: int, prompt: Any, max_tokens: int, t0: float, at:
     outputs[i] = tokens
 
 
-async def _replay(trace: Trace, spec: EngineSpec, opts: ReplayOptions,
-                  progress: Callable[[float], None] | None) -> tuple[RunResult, list[list[int]]]:
+async def _replay(
+    trace: Trace, spec: EngineSpec, opts: ReplayOptions, progress: Callable[[float], None] | None
+) -> tuple[RunResult, list[list[int]]]:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -89,16 +98,27 @@ async def _replay(trace: Trace, spec: EngineSpec, opts: ReplayOptions,
     n = len(trace)
     arrivals = trace.arrival_s * opts.time_scale
     records = [
-        RequestRecord(i, float(arrivals[i]), int(trace.prompt_tokens[i]),
-                      int(trace.output_tokens[i]))
+        RequestRecord(
+            i, float(arrivals[i]), int(trace.prompt_tokens[i]), int(trace.output_tokens[i])
+        )
         for i in range(n)
     ]
     outputs: list[list[int]] = [[] for _ in range(n)]
     try:
         t0 = time.monotonic()
         tasks = [
-            asyncio.create_task(_one(engine, i, prompts[i], int(trace.output_tokens[i]), t0,
-                                     float(arrivals[i]), records[i], outputs))
+            asyncio.create_task(
+                _one(
+                    engine,
+                    i,
+                    prompts[i],
+                    int(trace.output_tokens[i]),
+                    t0,
+                    float(arrivals[i]),
+                    records[i],
+                    outputs,
+                )
+            )
             for i in range(n)
         ]
         pending = set(tasks)
@@ -113,9 +133,16 @@ async def _replay(trace: Trace, spec: EngineSpec, opts: ReplayOptions,
         engine.shutdown()
         # Drop it now: AsyncLLM.__del__ at interpreter exit would shut down again.
         del engine
-    result = RunResult(policy=spec.settings.policy, engine="live", trace=trace.name,
-                       profile=Path(spec.target).name, seed=opts.seed, duration_s=duration,
-                       requests=records, extra={"clipped_prompts": float(clipped)})
+    result = RunResult(
+        policy=spec.settings.policy,
+        engine="live",
+        trace=trace.name,
+        profile=Path(spec.target).name,
+        seed=opts.seed,
+        duration_s=duration,
+        requests=records,
+        extra={"clipped_prompts": float(clipped)},
+    )
     return _attach_log(result, spec, t0), outputs
 
 
@@ -126,21 +153,27 @@ def _attach_log(result: RunResult, spec: EngineSpec, t0: float) -> RunResult:
     # Drop the idle steps before the first arrival and empty scheduler ticks.
     result.steps = [s for s in log.steps if s.batch_size or s.prefill_tokens]
     for rec in result.requests:
-        counts = next((c for rid, c in log.requests.items()
-                       if rid.split("-")[0] == f"nj{rec.request_id}"), None)
+        counts = next(
+            (c for rid, c in log.requests.items() if rid.split("-")[0] == f"nj{rec.request_id}"),
+            None,
+        )
         if counts is not None:
             rec.drafted, rec.accepted = counts["drafted"], counts["accepted"]
             rec.preemptions = counts["preemptions"]
             rec.acceptance = rec.accepted / rec.drafted if rec.drafted else float("nan")
     result.extra.update(log.summary)
-    result.extra["residency_events"] = float(sum(
-        1 for e in log.events if str(e.get("event", "")).endswith("_done")))
+    result.extra["residency_events"] = float(
+        sum(1 for e in log.events if str(e.get("event", "")).endswith("_done"))
+    )
     return result
 
 
-def replay(trace: Trace, spec: EngineSpec, opts: ReplayOptions = ReplayOptions(),
-           progress: Callable[[float], None] | None = None
-           ) -> tuple[RunResult, list[list[int]]]:
+def replay(
+    trace: Trace,
+    spec: EngineSpec,
+    opts: ReplayOptions = ReplayOptions(),
+    progress: Callable[[float], None] | None = None,
+) -> tuple[RunResult, list[list[int]]]:
     """Run one policy over ``trace``; returns the records and each request's output ids."""
     if spec.settings.step_log is None:
         log = Path(tempfile.mkdtemp(prefix="nightjar-live-")) / "steps.jsonl"

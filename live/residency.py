@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
-from nightjar.types import StepContext
-
 from nightjar.live.ballast import Ballast
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import StepLog
+from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
+from nightjar.types import StepContext
 
 
 def draft_weight_bytes(model_path: str) -> int:
@@ -39,8 +38,8 @@ def draft_weight_bytes(model_path: str) -> int:
 
 
 def kv_bytes_per_block(kv_cache_config: Any) -> int:
-    total = sum(t.size for t in kv_cache_config.kv_cache_tensors)
-    return max(1, total // max(1, kv_cache_config.num_blocks))
+    total = int(sum(t.size for t in kv_cache_config.kv_cache_tensors))
+    return max(1, total // max(1, int(kv_cache_config.num_blocks)))
 
 
 class Residency:

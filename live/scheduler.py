@@ -27,8 +27,8 @@ from vllm.v1.core.sched.scheduler import Scheduler
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
 from nightjar.live.residency import Residency, draft_weight_bytes, kv_bytes_per_block
 from nightjar.live.settings import LiveSettings
-from nightjar.live.stepstats import StepStats
 from nightjar.live.steplog import StepLog
+from nightjar.live.stepstats import StepStats
 from nightjar.live.version import check_vllm_version
 from nightjar.policy import PolicyEnv, clamp_decision, make_policy
 from nightjar.types import StepContext
@@ -52,8 +52,8 @@ class NightjarSchedulerMixin:
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
         self.nj_policy = make_policy(
-            self.nj.policy, PolicyEnv(gamma_max=self.nj.gamma_max, seed=self.nj.seed,
-                                      per_request=False)
+            self.nj.policy,
+            PolicyEnv(gamma_max=self.nj.gamma_max, seed=self.nj.seed, per_request=False),
         )
         self.nj_log = StepLog(self.nj.step_log)
         pool = sched.kv_cache_manager.block_pool
@@ -61,19 +61,23 @@ class NightjarSchedulerMixin:
         self.nj_residency = Residency(self.nj, pool, self._draft_blocks(), self.nj_log)
         self.nj_stats = StepStats()
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
-        self.nj_log.write("event", event="start", mono=time.monotonic(),
-                          pool_blocks=self.nj_pool_blocks,
-                          ballast=self.nj_residency.ballast.target)
+        self.nj_log.write(
+            "event",
+            event="start",
+            mono=time.monotonic(),
+            pool_blocks=self.nj_pool_blocks,
+            ballast=self.nj_residency.ballast.target,
+        )
 
     def _draft_blocks(self) -> int:
         sched: Any = self
         if self.nj.ballast_blocks is not None:
-            return self.nj.ballast_blocks
+            return int(self.nj.ballast_blocks)
         spec = sched.vllm_config.speculative_config
         if spec is None or spec.draft_model_config is None:
             return 0
         per_block = kv_bytes_per_block(sched.kv_cache_config)
-        return -(-draft_weight_bytes(spec.draft_model_config.model) // per_block)
+        return int(-(-draft_weight_bytes(spec.draft_model_config.model) // per_block))
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         sched: Any = self
@@ -99,24 +103,33 @@ class NightjarSchedulerMixin:
         chosen = raw if isinstance(raw, int) else max(raw, default=0)
         command = self.nj_residency.before_step(ctx, chosen)
         ctx_now = dataclasses.replace(ctx, draft_resident=self.nj_residency.resident)
-        gamma = int(clamp_decision(chosen, ctx_now))  # type: ignore[call-overload]
+        clamped_decision = clamp_decision(chosen, ctx_now)
+        gamma = clamped_decision if isinstance(clamped_decision, int) else max(clamped_decision)
         if command is not None:
             gamma = 0  # the drafter is busy moving this step
         sched.dynamic_sd_lookup = [gamma] * self._nj_lookup_len
         out = super().schedule(*args, **kwargs)  # type: ignore[misc]
         setattr(out, RESIDENCY_ATTR, command)
-        self.nj_stats.begin(out, ctx, chosen=chosen, gamma=gamma, clamped=gamma < min(
-            chosen, self.nj.gamma_max), state=self.nj_residency.state.value)
+        self.nj_stats.begin(
+            out,
+            ctx,
+            chosen=chosen,
+            gamma=gamma,
+            clamped=gamma < min(chosen, self.nj.gamma_max),
+            state=self.nj_residency.state.value,
+        )
         return out
 
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         sched: Any = self
-        outcome = self.nj_stats.end(scheduler_output, model_runner_output,
-                                    sched.num_sampled_tokens_per_step)
+        outcome = self.nj_stats.end(
+            scheduler_output, model_runner_output, sched.num_sampled_tokens_per_step
+        )
         if outcome is not None:
             record, step_outcome, start, chosen = outcome
             record.kv_used_blocks = (
-                self.nj_pool_blocks - self.nj_residency.ballast.held
+                self.nj_pool_blocks
+                - self.nj_residency.ballast.held
                 - sched.kv_cache_manager.block_pool.get_num_free_blocks()
             )
             self.nj_log.step(record, start_mono=start, chosen_gamma=chosen)
@@ -130,8 +143,13 @@ class NightjarSchedulerMixin:
 
     def _free_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         drafted, accepted = self.nj_stats.pop_request(request.request_id)
-        self.nj_log.write("request", request_id=request.request_id, drafted=drafted,
-                          accepted=accepted, preemptions=request.num_preemptions)
+        self.nj_log.write(
+            "request",
+            request_id=request.request_id,
+            drafted=drafted,
+            accepted=accepted,
+            preemptions=request.num_preemptions,
+        )
         return super()._free_request(request, *args, **kwargs)  # type: ignore[misc]
 
     def shutdown(self) -> None:
@@ -140,9 +158,9 @@ class NightjarSchedulerMixin:
         super().shutdown()  # type: ignore[misc]
 
 
-class NightjarScheduler(NightjarSchedulerMixin, Scheduler):
+class NightjarScheduler(NightjarSchedulerMixin, Scheduler):  # type: ignore[misc, unused-ignore]
     """For engines without async scheduling (vLLM on CPU always disables it)."""
 
 
-class NightjarAsyncScheduler(NightjarSchedulerMixin, AsyncScheduler):
+class NightjarAsyncScheduler(NightjarSchedulerMixin, AsyncScheduler):  # type: ignore[misc, unused-ignore]
     """For engines with async scheduling (vLLM's default on CUDA)."""

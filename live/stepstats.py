@@ -36,8 +36,9 @@ class StepStats:
         self._verified_gamma = 0  # K set by the previous finished step
         self._verified_clamped = False
 
-    def begin(self, out: Any, ctx: StepContext, *, chosen: int, gamma: int, clamped: bool,
-              state: str) -> None:
+    def begin(
+        self, out: Any, ctx: StepContext, *, chosen: int, gamma: int, clamped: bool, state: str
+    ) -> None:
         self._pending.append(_Pending(ctx.now, ctx, chosen, gamma, clamped, state))
 
     def end(
@@ -92,9 +93,15 @@ class StepStats:
         outcome = None
         if batch > 0:
             outcome = StepOutcome(
-                gamma=gamma, batch_size=batch, step_time_s=step_time, drafted=drafted,
-                accepted=accepted, emitted=emitted, clamped=clamped,
-                request_ids=req_ids, per_request_accepted=per_accepted,
+                gamma=gamma,
+                batch_size=batch,
+                step_time_s=step_time,
+                drafted=drafted,
+                accepted=accepted,
+                emitted=emitted,
+                clamped=clamped,
+                request_ids=req_ids,
+                per_request_accepted=per_accepted,
                 per_request_drafted=per_drafted,
             )
         return record, outcome, p.start, p.chosen

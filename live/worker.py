@@ -14,7 +14,7 @@ target verifies every token). See docs/live.md.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
 from vllm.logger import init_logger
@@ -32,10 +32,10 @@ def _base_worker() -> type:
     if current_platform.is_cpu():
         from vllm.v1.worker.cpu_worker import CPUWorker
 
-        return CPUWorker
+        return cast(type, CPUWorker)
     from vllm.v1.worker.gpu_worker import Worker
 
-    return Worker
+    return cast(type, Worker)
 
 
 class NightjarWorkerMixin:
@@ -54,7 +54,8 @@ class NightjarWorkerMixin:
     def _nj_propose(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         if not (self._nj_skip_now or self.nightjar_draft_parked()):
             self._nj_draft_runs += 1
-            return self._nj_real_propose(*args, **kwargs)
+            drafts: torch.Tensor = self._nj_real_propose(*args, **kwargs)
+            return drafts
         self._nj_draft_skips += 1
         # Mirrors the K = 0 path of vLLM's proposer, minus the draft forward pass.
         cad = kwargs["common_attn_metadata"]
@@ -67,13 +68,13 @@ class NightjarWorkerMixin:
             raise RuntimeError("nightjar: offload asked but the engine has no draft model")
         if self._nj_parking is None:
             self._nj_parking = WeightParking(drafter.model)
-        return self._nj_parking.park()
+        return int(self._nj_parking.park())
 
     def nightjar_reload(self) -> int:
         drafter = self._nj_drafter()
         if self._nj_parking is None or drafter is None:
             return 0
-        return self._nj_parking.restore()
+        return int(self._nj_parking.restore())
 
     def nightjar_draft_counts(self) -> dict[str, int]:
         """Draft passes run and skipped so far (``LLM.collective_rpc`` reads this)."""
@@ -102,8 +103,12 @@ class NightjarWorkerMixin:
         if command is not None:
             start = time.perf_counter()
             moved = self.nightjar_offload() if command == "offload" else self.nightjar_reload()
-            log.info("nightjar: %s moved %.1f MB in %.3f s", command, moved / 1e6,
-                     time.perf_counter() - start)
+            log.info(
+                "nightjar: %s moved %.1f MB in %.3f s",
+                command,
+                moved / 1e6,
+                time.perf_counter() - start,
+            )
         return super().execute_model(scheduler_output, *args, **kwargs)  # type: ignore[misc]
 
 

@@ -25,7 +25,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.live)
-            if not HAVE_VLLM:
+            needs = getattr(getattr(item, "module", None), "NEEDS_VLLM", True)
+            if needs and not HAVE_VLLM:
                 item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
 
 
@@ -89,8 +90,7 @@ def greedy(llm: Any, prompts: list[list[int]], max_tokens: list[int]) -> list[li
     from vllm.inputs import TokensPrompt
 
     params = [SamplingParams(temperature=0.0, max_tokens=m, ignore_eos=True) for m in max_tokens]
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                        use_tqdm=False)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
     return [list(o.outputs[0].token_ids) for o in outs]
 
 

@@ -16,8 +16,14 @@ def _acceptance(make_llm: Any, run_greedy: Any, target: Path, draft: Path, log: 
     rng = random.Random(3)
     prompts = [[rng.randrange(3, 2048) for _ in range(24)] for _ in range(8)]
     settings = LiveSettings(policy="fixed:3", gamma_max=3, step_log=str(log))
-    spec = EngineSpec(str(target), str(draft), settings, max_model_len=256, max_num_seqs=8,
-                      kv_cache_bytes=32 << 20)
+    spec = EngineSpec(
+        str(target),
+        str(draft),
+        settings,
+        max_model_len=256,
+        max_num_seqs=8,
+        kv_cache_bytes=32 << 20,
+    )
     with make_llm(spec) as llm:
         run_greedy(llm, prompts, [48] * len(prompts))
     steps = read_log(log).steps

@@ -3,6 +3,7 @@ gamma 0 and moving it out and back twice, equals vLLM without speculation."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ FORCED = {8: "offload", 20: "reload", 32: "offload", 44: "reload"}
 
 def _workload() -> tuple[list[list[int]], list[int]]:
     rng = random.Random(7)
-    prompts = [[rng.randrange(3, 2048) for _ in range(rng.randrange(3, 120))]
-               for _ in range(N_REQUESTS)]
+    prompts = [
+        [rng.randrange(3, 2048) for _ in range(rng.randrange(3, 120))] for _ in range(N_REQUESTS)
+    ]
     return prompts, [rng.randrange(5, 100) for _ in range(N_REQUESTS)]
 
 
@@ -31,8 +33,13 @@ def test_nightjar_is_lossless_across_gamma_changes_and_offloads(
         reference = run_greedy(llm, prompts, max_tokens)
 
     log = tmp_path / "steps.jsonl"
-    settings = LiveSettings(policy="cycle:3,0,2,1/3", gamma_max=3, step_log=str(log),
-                            draft_kv="skip", forced_residency=FORCED)
+    settings = LiveSettings(
+        policy="cycle:3,0,2,1/3",
+        gamma_max=3,
+        step_log=str(log),
+        draft_kv="skip",
+        forced_residency=FORCED,
+    )
     with make_llm(EngineSpec(str(tiny.target), str(tiny.draft), settings, **base)) as llm:
         got = run_greedy(llm, prompts, max_tokens)
         counts = llm.collective_rpc("nightjar_draft_counts")[0]
@@ -46,7 +53,7 @@ def test_nightjar_is_lossless_across_gamma_changes_and_offloads(
     # The policy's choices walk 3,0,2,1 and the verified gamma follows them.
     assert set(contents.chosen_gamma) >= {0, 1, 2, 3}
     assert {s.gamma for s in steps} >= {0, 1, 2, 3}
-    changes = sum(1 for a, b in zip(steps, steps[1:]) if a.gamma != b.gamma)
+    changes = sum(1 for a, b in itertools.pairwise(steps) if a.gamma != b.gamma)
     assert changes >= 10
     # gamma 0 drafts nothing; gamma G drafts G per decoding request (vLLM's own counts).
     assert all(s.drafted == 0 for s in steps if s.gamma == 0)

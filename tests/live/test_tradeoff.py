@@ -33,8 +33,14 @@ def test_fixed3_beats_nospec_at_b1_and_loses_at_b32(
     rates: dict[str, dict[int, float]] = {}
     for name, draft, gamma in (("nospec", None, 0), ("fixed:3", str(tiny_big.draft), 3)):
         settings = LiveSettings(policy=name, gamma_max=gamma)
-        spec = EngineSpec(str(tiny_big.target), draft, settings, max_model_len=256,
-                          max_num_seqs=32, kv_cache_bytes=256 << 20)
+        spec = EngineSpec(
+            str(tiny_big.target),
+            draft,
+            settings,
+            max_model_len=256,
+            max_num_seqs=32,
+            kv_cache_bytes=256 << 20,
+        )
         with make_llm(spec) as llm:
             run_greedy(llm, [[5, 6, 7]], [8])  # warm-up
             rates[name] = {b: _tok_s(llm, run_greedy, b) for b in (1, 32)}

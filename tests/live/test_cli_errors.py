@@ -1,0 +1,91 @@
+"""``nightjar live`` rejects bad input with one line on stderr and exit code 2,
+before any engine starts. Runs without vLLM too (the version gate is tested here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nightjar.cli as cli
+
+NEEDS_VLLM = False  # conftest: run these even where vllm is absent
+
+
+@pytest.fixture(autouse=True)
+def _live_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    if "live" not in cli.COMMANDS:
+        monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "live"))
+
+
+@pytest.fixture()
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pretend the supported vLLM is installed (the checks below come before it is used)."""
+    monkeypatch.setattr("nightjar.live.version.installed_vllm_version", lambda: "0.32.0")
+
+
+def _model(root: Path, name: str, vocab: int) -> str:
+    d = root / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"vocab_size": vocab}))
+    return str(d)
+
+
+def _fails(capsys: Any, argv: list[str], needle: str) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert err.startswith("nightjar: error:") and needle in err, err
+
+
+def test_parser_does_not_import_vllm_or_torch() -> None:
+    code = (
+        "import sys, nightjar.cli as c\n"
+        "c.COMMANDS = (*c.COMMANDS, 'live') if 'live' not in c.COMMANDS else c.COMMANDS\n"
+        "c.build_parser().parse_args(['live', '--model', 'x'])\n"
+        "print(sorted(m for m in ('vllm', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_unknown_model(capsys: Any, fake_vllm: None) -> None:
+    _fails(capsys, ["live", "--model", "no-such-model", "--trace", "x"], "unknown model")
+
+
+def test_missing_hf_model_says_no_download(
+    capsys: Any, fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    _fails(capsys, ["live", "--model", "vicuna-13b", "--trace", "x"], "does not download")
+
+
+def test_draft_vocabulary_mismatch(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 1024)
+    _fails(capsys, ["live", "--model", target, "--draft", draft, "--trace", "x"], "vocabulary")
+
+
+def test_unsupported_vllm_version(capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("nightjar.live.version.installed_vllm_version", lambda: "0.9.1")
+    _fails(capsys, ["live", "--model", "x", "--trace", "x"], "supports vLLM 0.32.0 only")
+
+
+def test_gamma_max_above_engine(capsys: Any, fake_vllm: None) -> None:
+    _fails(
+        capsys,
+        ["live", "--model", "x", "--gamma-max", "5", "--spec-tokens", "3"],
+        "exceeds the engine's num_speculative_tokens",
+    )
+
+
+def test_tetris_is_refused(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 2048)
+    _fails(
+        capsys,
+        ["live", "--model", target, "--draft", draft, "--trace", "x", "--policy", "tetris"],
+        "cannot run on vLLM",
+    )

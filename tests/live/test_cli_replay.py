@@ -1,0 +1,64 @@
+"""``nightjar live --trace`` replays a trace through vLLM's async engine and writes the
+same per-request and per-step CSVs, summary and report as ``nightjar sim``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import nightjar.cli as cli
+from nightjar.records import RequestRecord, StepRecord
+
+
+@pytest.fixture(autouse=True)
+def _live_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    if "live" not in cli.COMMANDS:
+        monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "live"))
+
+
+def test_replay_writes_sim_compatible_outputs(tiny: Any, make_llm: Any, tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    reqs = [
+        {"arrival_s": 0.15 * i, "prompt_tokens": 10 + 7 * i, "output_tokens": 12 + 5 * i}
+        for i in range(6)
+    ]
+    trace.write_text(json.dumps({"format_version": 1, "name": "t", "requests": reqs}))
+    out = tmp_path / "out"
+    code = cli.main(
+        [
+            "live",
+            "--model",
+            str(tiny.target),
+            "--draft",
+            str(tiny.draft),
+            "--trace",
+            str(trace),
+            "--policy",
+            "nospec",
+            "--policy",
+            "fixed:3",
+            "--max-model-len",
+            "256",
+            "--kv-cache-gb",
+            "0.05",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    for slug in ("nospec", "fixed-3"):
+        requests = pd.read_csv(out / slug / "requests.csv")
+        steps = pd.read_csv(out / slug / "steps.csv")
+        assert {f.name for f in fields(RequestRecord)} <= set(requests.columns)
+        assert {f.name for f in fields(StepRecord)} <= set(steps.columns)
+        assert len(requests) == 6 and requests["finish_s"].notna().all()
+        assert (requests["first_token_s"] >= requests["arrival_s"]).all()
+        assert steps["emitted"].sum() >= requests["output_tokens"].sum()
+    spec = pd.read_csv(out / "fixed-3" / "requests.csv")
+    assert spec["drafted"].sum() > 0 and spec["accepted"].sum() > 0
+    assert (out / "summary.csv").exists() and (out / "report.html").exists()

@@ -1,0 +1,86 @@
+"""``nightjar live --serve`` answers an OpenAI-style completion on 127.0.0.1 with the
+Nightjar scheduler active."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LAUNCH = (
+    "import sys, nightjar.cli as c\n"
+    "c.COMMANDS = c.COMMANDS if 'live' in c.COMMANDS else (*c.COMMANDS, 'live')\n"
+    "sys.exit(c.main(sys.argv[1:]))\n"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_serve_answers_a_completion(tiny: Any, make_llm: Any, tmp_path: Path) -> None:
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    argv = [
+        sys.executable,
+        "-c",
+        LAUNCH,
+        "live",
+        "--serve",
+        "--model",
+        str(tiny.target),
+        "--draft",
+        str(tiny.draft),
+        "--policy",
+        "fixed:2",
+        "--max-model-len",
+        "256",
+        "--kv-cache-gb",
+        "0.05",
+        "--port",
+        str(port),
+    ]
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            argv, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ)
+        )
+    try:
+        body = json.dumps(
+            {"model": str(tiny.target), "prompt": "w5 w6 w7", "max_tokens": 8, "temperature": 0}
+        ).encode()
+        deadline = time.monotonic() + 180
+        answer = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/v1/completions",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    answer = json.loads(resp.read())
+                break
+            except OSError:
+                time.sleep(2)
+        assert answer is not None, log.read_text()[-2000:]
+        assert answer["usage"]["completion_tokens"] == 8
+        assert "NightjarScheduler" in log.read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
