@@ -72,13 +72,10 @@ class Residency:
             return None
         forced = self.forced.pop(self.step_index, None)
         ctrl = self.controller
-        if forced == "offload" and ctrl.state is DraftState.RESIDENT:
-            ctrl.offloads += 1
-            ctrl._enter(DraftState.OFFLOADING, ctx.now)
+        if forced == "offload" and ctrl.force(Action.START_OFFLOAD, ctx.now):
             return self._send("offload", ctx.now)
-        if forced == "reload" and ctrl.state is DraftState.OFFLOADED:
-            ctrl.reloads += 1
-            ctrl._enter(DraftState.RELOADING, ctx.now)
+        if forced == "reload":
+            ctrl.force(Action.START_RELOAD, ctx.now)
         elif forced is None and self.controller.config.enabled:
             action = ctrl.step(ctx, decision)
             if action is Action.START_OFFLOAD:

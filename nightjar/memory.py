@@ -245,6 +245,22 @@ class MemoryController:
         self._forgone_s += spec_gain_s
         return self._forgone_s > cost
 
+    def force(self, action: Action, now: float) -> bool:
+        """Start a transfer regardless of the thresholds (operator command or test).
+
+        Only from the state the action leaves (RESIDENT for an offload, OFFLOADED for a
+        reload); returns False and changes nothing otherwise. Counted like any other.
+        """
+        if action is Action.START_OFFLOAD and self.state is DraftState.RESIDENT:
+            self.offloads += 1
+            self._enter(DraftState.OFFLOADING, now)
+            return True
+        if action is Action.START_RELOAD and self.state is DraftState.OFFLOADED:
+            self.reloads += 1
+            self._enter(DraftState.RELOADING, now)
+            return True
+        return False
+
     def offload_done(self, now: float) -> None:
         """The engine finished moving the draft out; its blocks are in the pool now."""
         self._finish(DraftState.OFFLOADING, DraftState.OFFLOADED, now)

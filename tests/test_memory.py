@@ -308,3 +308,17 @@ def test_bad_controller_arguments_are_input_errors() -> None:
         MemoryController(MemoryConfig(), -1)
     with pytest.raises(NightjarInputError, match="reload_cost_s"):
         MemoryController(MemoryConfig(), 10, reload_cost_s=-0.5)
+
+
+def test_force_starts_a_transfer_only_from_the_state_it_leaves() -> None:
+    from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
+
+    ctrl = MemoryController(MemoryConfig(), draft_blocks=10)
+    assert not ctrl.force(Action.START_RELOAD, 0.0)
+    assert ctrl.force(Action.START_OFFLOAD, 0.0)
+    assert ctrl.state is DraftState.OFFLOADING and ctrl.offloads == 1
+    assert not ctrl.force(Action.START_OFFLOAD, 0.1)
+    ctrl.offload_done(0.2)
+    assert ctrl.force(Action.START_RELOAD, 0.3)
+    ctrl.reload_done(0.4)
+    assert ctrl.draft_resident and ctrl.reloads == 1
