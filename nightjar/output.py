@@ -21,9 +21,9 @@ from typing import Any
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo, request_latencies, summarize
+from nightjar.metrics import Slo, Summary, request_latencies, summarize
 from nightjar.records import RunResult
-from nightjar.regret import regret
+from nightjar.regret import Regret, regret
 
 MARKER = ".nightjar-run"
 # Characters kept as they are in a slug; all portable in file names on every OS.
@@ -85,15 +85,24 @@ def _json_safe(value: Any) -> Any:
 
 
 def summary_row(
-    result: RunResult, slo: Slo | None = None, oracle: RunResult | None = None
+    result: RunResult,
+    slo: Slo | None = None,
+    oracle: RunResult | None = None,
+    *,
+    summary: Summary | None = None,
+    reg: Regret | None = None,
 ) -> dict[str, Any]:
-    """The flat summary of one run (plus regret columns when an oracle is given)."""
-    summary = summarize(result, slo).as_dict()
-    head = {k: summary.pop(k) for k in ("policy", "engine", "trace")}
-    row: dict[str, Any] = {**head, "profile": result.profile, "seed": result.seed, **summary}
-    if oracle is not None:
-        r = regret(result, oracle)
-        row.update(regret_pct=r.percent, regret_s=r.absolute_s, ptl_s=r.ptl_s)
+    """The flat summary of one run (plus regret columns when an oracle is given).
+
+    ``summary`` and ``reg`` skip recomputing what the caller already has.
+    """
+    flat = (summary or summarize(result, slo)).as_dict()
+    head = {k: flat.pop(k) for k in ("policy", "engine", "trace")}
+    row: dict[str, Any] = {**head, "profile": result.profile, "seed": result.seed, **flat}
+    if reg is None and oracle is not None:
+        reg = regret(result, oracle)
+    if reg is not None:
+        row.update(regret_pct=reg.percent, regret_s=reg.absolute_s, ptl_s=reg.ptl_s)
     return row
 
 
@@ -170,13 +179,23 @@ def write_all(
     slo: Slo | None = None,
     oracle: RunResult | None = None,
     report_title: str | None = None,
+    summaries: Sequence[Summary] | None = None,
+    regrets: dict[str, Regret] | None = None,
 ) -> list[Path]:
     """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
 
     With ``report_title``, also writes ``report.html`` (see :mod:`nightjar.report`).
+    ``summaries`` (one per run) and ``regrets`` (by policy) are computed if not given.
     """
     prepare_out_dir(out_dir, force)
-    rows = [summary_row(r, slo, oracle) for r in results]
+    if summaries is None:
+        summaries = [summarize(r, slo) for r in results]
+    if regrets is None and oracle is not None:
+        regrets = {r.policy: regret(r, oracle) for r in results}
+    rows = [
+        summary_row(r, summary=s, reg=regrets[r.policy] if regrets else None)
+        for r, s in zip(results, summaries, strict=True)
+    ]
     paths: list[Path] = []
     for result, slug, row in zip(results, unique_slugs(results), rows, strict=True):
         paths += write_run(result, out_dir, slug=slug, row=row)
@@ -187,7 +206,8 @@ def write_all(
 
         paths.append(
             write_report(
-                list(results), Path(out_dir) / "report.html", report_title, oracle=oracle, slo=slo
+                list(results), Path(out_dir) / "report.html", report_title, oracle=oracle,
+                slo=slo, summaries=list(summaries), regrets=regrets,
             )
         )
     return paths

@@ -12,7 +12,8 @@ import pytest
 from nightjar.errors import NightjarInputError
 from nightjar.output import write_all
 from nightjar.records import RequestRecord, RunResult, StepRecord
-from nightjar.report import MAX_POINTS, downsample_steps, write_report
+from nightjar.report import write_report
+from nightjar.report_charts import MAX_POINTS, downsample_steps
 
 
 def synthetic_run(

@@ -47,7 +47,6 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.profile import DEFAULT_PROFILE, load_profile
     from nightjar.progress import LazyProgress
     from nightjar.regret import regret
-    from nightjar.report import write_report
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
@@ -86,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
     console.print(summary_table(summaries, regrets, title=title))
-    write_all(results, out, force=True, oracle=oracle)
-    if not args.no_report:
-        write_report(results, out / "report.html", title=title, oracle=oracle)
+    write_all(
+        results, out, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
+        report_title=None if args.no_report else title,
+    )
     console.print(f"wrote {out}/")
     return 0
 
