@@ -58,18 +58,19 @@ def _writing(path: Path) -> Iterator[None]:
 
 
 def prepare_out_dir(path: Path, force: bool = False) -> Path:
-    """Create ``path`` (or accept a previous nightjar output there) and mark it.
+    """Create ``path`` and mark it as a nightjar output folder.
 
-    Refuses an existing non-empty folder that has no marker unless ``force``.
+    Refuses an existing non-empty folder unless ``force``, also one holding an
+    earlier nightjar run: nothing the user has is overwritten without asking.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise NightjarInputError(f"cannot write to {path}: it exists and is not a directory")
-    ours = (path / MARKER).exists()
-    if path.is_dir() and not force and not ours and any(path.iterdir()):
+    if path.is_dir() and not force and any(path.iterdir()):
+        what = "an earlier nightjar run" if (path / MARKER).exists() else "files"
         raise NightjarInputError(
-            f"output directory {path} is not empty and was not written by nightjar; "
-            "choose a new directory or pass --force"
+            f"output directory {path} already holds {what}; "
+            "choose a new directory or pass --force to overwrite"
         )
     with _writing(path):
         path.mkdir(parents=True, exist_ok=True)

@@ -185,14 +185,16 @@ def test_out_dir_refusal_and_reuse(tmp_path: Path) -> None:
     user = tmp_path / "mine"
     user.mkdir()
     (user / "notes.txt").write_text("keep me")
-    with pytest.raises(NightjarInputError, match="not empty"):
+    with pytest.raises(NightjarInputError, match="already holds files"):
         prepare_out_dir(user)
     assert (user / "notes.txt").read_text() == "keep me"
     prepare_out_dir(user, force=True)
     assert (user / MARKER).exists()
     ours = tmp_path / "ours"
     write_all([hand_run()], ours)
-    write_all([hand_run()], ours)  # a previous nightjar run may be overwritten
+    with pytest.raises(NightjarInputError, match="earlier nightjar run"):
+        write_all([hand_run()], ours)  # not even our own earlier run, unless asked
+    write_all([hand_run()], ours, force=True)
     (tmp_path / "file").write_text("x")
     with pytest.raises(NightjarInputError, match="not a directory"):
         prepare_out_dir(tmp_path / "file")
