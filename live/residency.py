@@ -91,11 +91,11 @@ class Residency:
         self._log.write("event", event=f"{command}_start", mono=now, ballast=self.ballast.held)
         return command
 
-    def after_step(self) -> None:
-        """The worker has executed the step that carried the last command."""
+    def after_step(self) -> str | None:
+        """The worker has executed the step that carried the last command (returned)."""
         command, self._in_flight = self._in_flight, None
         if command is None:
-            return
+            return None
         now = time.monotonic()
         if command == "offload":
             released = self.ballast.release()
@@ -105,3 +105,4 @@ class Residency:
             self.controller.reload_done(now)
         self._log.write("event", event=f"{command}_done", mono=now, released=released)
         self._log.write("summary", **self.controller.summary(now))
+        return command

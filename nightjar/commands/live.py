@@ -22,6 +22,38 @@ UNSUPPORTED = {
 }
 
 
+# (flag, type, help) for nightjar.memory.MemoryConfig fields (flag name = field name).
+MEMORY_FLAGS: tuple[tuple[str, type, str], ...] = (
+    ("--low-water-blocks", int, "offload when free KV blocks stay below this"),
+    ("--k-offload", int, "consecutive low steps before an offload"),
+    ("--k-reload", int, "consecutive roomy steps before a reload"),
+    ("--reload-hold-s", float, "the room for the draft must last this long (s)"),
+    ("--min-dwell-s", float, "least stay resident/offloaded after a move (s)"),
+    ("--regret-window-s", float, "an offload this soon after a reload is a regret (s)"),
+    ("--max-dwell-s", float, "cap on the offloaded dwell that regrets double (s)"),
+)
+
+
+def memory_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The MemoryConfig fields for ``LiveSettings.memory``; validated here (exit 2)."""
+    from nightjar.memory import MemoryConfig
+
+    given = {
+        flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
+        for flag, _, _ in MEMORY_FLAGS
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.no_reload_on_gain:
+        given["reload_on_gain"] = False
+    if args.offload != "on":
+        if given:
+            first = "--" + next(iter(given)).replace("_", "-")
+            raise NightjarInputError(f"{first} sets the memory controller: add --offload on")
+        return None
+    MemoryConfig(**given)  # raises a one-line NightjarInputError on a bad value
+    return given
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("live", help="run policies inside vLLM (or serve)", description=__doc__)
     p.add_argument(
@@ -57,6 +89,22 @@ def add_parser(sub: Any) -> None:
         choices=["on", "off"],
         default="off",
         help="move the draft out of device memory under KV pressure",
+    )
+    mem = p.add_argument_group(
+        "memory controller (with --offload on; defaults and reasons in docs/memory.md)"
+    )
+    for flag, kind, doc in MEMORY_FLAGS:
+        mem.add_argument(flag, type=kind, default=None, help=doc)
+    mem.add_argument(
+        "--no-reload-on-gain",
+        action="store_true",
+        help="reload only when KV room lasts, never early for forgone speculation gain",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="step-time prior for nightjar+/dsd: a profile (bundled name or JSON) or a "
+        "step table measured by an earlier live run (DIR/<policy>/step_table.json)",
     )
     p.add_argument(
         "--ballast-blocks",
@@ -109,6 +157,18 @@ def _check_policies(specs: list[str], gamma_max: int) -> None:
         make_policy(spec, PolicyEnv(gamma_max=gamma_max, per_request=False))
 
 
+def _check_profile(name: str | None) -> str | None:
+    """Load the step-time prior once here so that a bad one fails before vLLM starts."""
+    if name is None:
+        return None
+    from nightjar.live.latency import load_latency
+
+    load_latency(name)
+    # The engine core may run elsewhere: give it an absolute path for files.
+    path = Path(name)
+    return str(path.resolve()) if path.is_file() else name
+
+
 def run(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
@@ -126,6 +186,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.time_scale > 0:
         raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
+    # Flag checks before the model checks: they need nothing on disk.
+    memory = memory_settings(args)
+    profile = _check_profile(args.profile)
+    if args.ballast_blocks is not None and args.ballast_blocks < 0:
+        raise NightjarInputError(f"--ballast-blocks must be >= 0, got {args.ballast_blocks}")
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
@@ -139,8 +204,9 @@ def run(args: argparse.Namespace) -> int:
         gamma_max=args.gamma_max,
         seed=args.seed,
         draft_kv=args.draft_kv,
-        memory={} if args.offload == "on" else None,
+        memory=memory,
         ballast_blocks=args.ballast_blocks,
+        profile=profile,
     )
     if args.serve:
         from nightjar.live.serve import serve
@@ -203,8 +269,24 @@ def _replay_all(
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     Console().print(summary_table([summarize(r) for r in results], None, title=title))
     write_all(results, out, force=True, report_title=None if args.no_report else title)
+    _write_step_tables(results, out)
     console.print(f"wrote {out}/")
     return 0
+
+
+def _write_step_tables(results: list[Any], out: Path) -> None:
+    """Each run's measured step times, reusable as ``--profile`` (where it has enough steps)."""
+    import json
+
+    from nightjar.live.latency import StepTable
+    from nightjar.output import unique_slugs
+
+    for slug, result in zip(unique_slugs(results), results, strict=True):
+        try:
+            table = StepTable.from_steps(result.steps)
+        except NightjarInputError:
+            continue  # e.g. a run that never changed gamma has no per-gamma table
+        (out / slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
 
 
 def _head(trace: Any, n: int) -> Any:

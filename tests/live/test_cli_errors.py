@@ -89,3 +89,48 @@ def test_tetris_is_refused(capsys: Any, fake_vllm: None, tmp_path: Path) -> None
         ["live", "--model", target, "--draft", draft, "--trace", "x", "--policy", "tetris"],
         "cannot run on vLLM",
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--offload", "on", "--low-water-blocks", "-1"], "low_water_blocks must be >= 0"),
+        (["--offload", "on", "--k-offload", "0"], "k_offload and k_reload must be >= 1"),
+        (["--offload", "on", "--min-dwell-s", "nan"], "min_dwell_s must be >= 0"),
+        (["--offload", "on", "--max-dwell-s", "1", "--min-dwell-s", "2"], "below min_dwell_s"),
+        (["--k-reload", "2"], "--k-reload sets the memory controller: add --offload on"),
+        (["--ballast-blocks", "-3"], "--ballast-blocks must be >= 0"),
+        (["--time-scale", "0"], "--time-scale must be > 0"),
+        (["--profile", "no-such-profile"], "unknown profile"),
+        (["--k-offload", "two"], "invalid int value"),
+    ],
+)
+def test_bad_flags(capsys: Any, fake_vllm: None, flags: list[str], needle: str) -> None:
+    argv = ["live", "--model", "x", "--trace", "x", *flags]
+    if needle == "invalid int value":  # argparse's own error: one line, exit 2
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and needle in err, err
+        return
+    _fails(capsys, argv, needle)
+
+
+def test_bad_step_table_file(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
+    table = tmp_path / "t.json"
+    table.write_text('{"kind": "nightjar-step-table", "batch_sizes": [1], "step_s": [[0]]}')
+    _fails(capsys, ["live", "--model", "x", "--profile", str(table)], "one positive time")
+
+
+def test_serve_takes_one_policy(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 2048)
+    argv = ["live", "--serve", "--model", target, "--draft", draft]
+    _fails(capsys, [*argv, "--policy", "nospec", "--policy", "fixed:2"], "exactly one --policy")
+
+
+def test_missing_trace(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 2048)
+    _fails(capsys, ["live", "--model", target, "--draft", draft], "give --trace")
+    trace = ["--trace", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")]
+    _fails(capsys, ["live", "--model", target, "--draft", draft, *trace], "nope.json")

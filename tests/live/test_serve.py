@@ -1,5 +1,6 @@
 """``nightjar live --serve`` answers an OpenAI-style completion on 127.0.0.1 with the
-Nightjar scheduler active."""
+Nightjar scheduler active, and its ``/metrics`` carries Nightjar's series next to
+vLLM's."""
 
 from __future__ import annotations
 
@@ -21,6 +22,19 @@ LAUNCH = (
     "c.COMMANDS = c.COMMANDS if 'live' in c.COMMANDS else (*c.COMMANDS, 'live')\n"
     "sys.exit(c.main(sys.argv[1:]))\n"
 )
+
+
+def _metrics(port: int) -> dict[str, float]:
+    """The nightjar_* samples of /metrics: bare name -> value, and labelled name -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    assert "vllm:" in text  # vLLM's own series are still there
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("nightjar_"):
+            sample, value = line.rsplit(" ", 1)
+            out[sample] = out[sample.split("{")[0]] = float(value)
+    return out
 
 
 def _free_port() -> int:
@@ -77,6 +91,16 @@ def test_serve_answers_a_completion(tiny: Any, make_llm: Any, tmp_path: Path) ->
         assert answer is not None, log.read_text()[-2000:]
         assert answer["usage"]["completion_tokens"] == 8
         assert "NightjarScheduler" in log.read_text()
+        time.sleep(0.5)  # the engine rewrites its state snapshot every 0.25 s
+        m = _metrics(port)
+        assert m["nightjar_gamma_max"] == 3  # --gamma-max default; fixed:2 uses 2
+        assert m["nightjar_steps_total"] >= 4
+        assert m["nightjar_spec_steps_total"] >= 1
+        assert m["nightjar_drafted_tokens_total"] >= 2
+        assert 0 < m["nightjar_accepted_tokens_total"] <= m["nightjar_drafted_tokens_total"]
+        assert m["nightjar_draft_resident"] == 1
+        assert m['nightjar_draft_state{policy="fixed:2",state="resident"}'] == 1
+        assert m["nightjar_offloads_total"] == m["nightjar_reloads_total"] == 0
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
