@@ -61,6 +61,14 @@ def tiny_big(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="session")
+def tiny_weak(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The big pair with a weaker draft: every gamma > 0 loses at B = 64 on a CPU."""
+    from nightjar.live.tiny import WEAK, build
+
+    return build(tmp_path_factory.mktemp("tiny-weak"), WEAK)
+
+
+@pytest.fixture(scope="session")
 def make_llm() -> Callable[..., Any]:
     """``with make_llm(EngineSpec(...)) as llm:`` starts an engine and shuts it down."""
     _preload_iomp()
