@@ -154,6 +154,7 @@ class Profile:
         self._pf_tokens = [float(t) for t in p.prefill_tokens]
         self._pf_target = p.prefill_target_s
         self._pf_draft = p.prefill_draft_s
+        self.max_prefill_tokens: int = int(self._pf_tokens[-1])
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source_name: str) -> Profile:

@@ -27,6 +27,7 @@ from nightjar.profile import Profile
 from nightjar.sim.acceptance import expected_tokens
 from nightjar.sim.config import ReloadMode, SimConfig
 from nightjar.sim.kv import BlockPool
+from nightjar.sim.prefill import chunked_prefill_s
 from nightjar.types import Decision, StepContext
 
 # A drain that has not finished in this long preempts for the rest: the paper's
@@ -55,7 +56,9 @@ class DraftMemory:
             facts.target_kv_bytes_per_token + facts.draft_kv_bytes_per_token
         )
         mem_cfg = dataclasses.replace(config.memory, enabled=config.offload)
-        reload_cost = profile.draft_prefill_time_s(_REBUILD_TOKENS)
+        reload_cost = chunked_prefill_s(
+            profile.draft_prefill_time_s, _REBUILD_TOKENS, profile.max_prefill_tokens
+        )
         self.controller = MemoryController(mem_cfg, self.draft_blocks, reload_cost)
         self._overhead_s = 0.0
         self._drain_started: float | None = None

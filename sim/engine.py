@@ -27,6 +27,7 @@ from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.draft import DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
+from nightjar.sim.prefill import chunked_prefill_s
 from nightjar.types import Decision, StepContext, StepOutcome
 
 
@@ -82,6 +83,9 @@ class Engine:
         self.wants_requests = bool(getattr(policy, "uses_request_info", False))
         self.drafted_total = 0
         self.accepted_total = 0
+        # Contexts beyond the profile's table are priced at its last row and counted
+        # (``context_clamped_steps`` in the run's summary), never extrapolated.
+        self.context_clamped_steps = 0
 
     # -- the simpy process -------------------------------------------------------
     def run(self) -> Generator[simpy.Event, Any, None]:
@@ -153,18 +157,26 @@ class Engine:
         """The step's duration and the part of it that was the draft's catch-up."""
         b, n, profile = self.batch, plan.n_decode, self.profile
         sync = self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident
+        chunk = profile.max_prefill_tokens
         step_s = switch_s = 0.0
         if n:
-            step_s += self._decode_time(n, plan.gammas, plan.g_max, plan.mean_ctx)
+            ctx = plan.mean_ctx
+            if ctx > profile.max_context_len:
+                ctx = profile.max_context_len
+                self.context_clamped_steps += 1
+            step_s += self._decode_time(n, plan.gammas, plan.g_max, ctx)
             if plan.g_max > 0:
                 lag = int(b.lag[:n][plan.gammas > 0].sum())
-                switch_s = profile.draft_prefill_time_s(lag) if lag else 0.0
+                if lag:
+                    switch_s = chunked_prefill_s(profile.draft_prefill_time_s, lag, chunk)
             elif sync:
-                step_s += profile.draft_forward_s(n, plan.mean_ctx)
+                step_s += profile.draft_forward_s(n, ctx)
         if plan.prefill_tokens:
-            step_s += profile.prefill_time_s(plan.prefill_tokens)
+            step_s += chunked_prefill_s(profile.prefill_time_s, plan.prefill_tokens, chunk)
             if self.draft.resident and (plan.g_max > 0 or sync):
-                step_s += profile.draft_prefill_time_s(plan.prefill_tokens)
+                step_s += chunked_prefill_s(
+                    profile.draft_prefill_time_s, plan.prefill_tokens, chunk
+                )
                 b.lag[n:] = 0
         step_s += switch_s + self.draft.take_step_overhead_s()
         return float(step_s), float(switch_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
@@ -64,6 +65,9 @@ def simulate(
     time after each step.
     """
     cfg = config or SimConfig()
+    if cfg.max_num_seqs > profile.max_batch_size:
+        # The engine never runs a batch the profile cannot price.
+        cfg = dataclasses.replace(cfg, max_num_seqs=profile.max_batch_size)
     if alpha is None:
         alpha = request_acceptance(trace, profile, cfg.seed)
     env = simpy.Environment()
@@ -83,6 +87,7 @@ def simulate(
         duration_s=float(env.now), requests=ledger.records(), steps=engine.steps,
     )
     result.extra.update(engine.draft.summary())
+    result.extra["context_clamped_steps"] = float(engine.context_clamped_steps)
     result.extra["wall_s"] = wall
     return result
 

@@ -220,7 +220,7 @@ def test_cli_errors_are_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _cli(monkeypatch, "--model", "/models/x") == 2
-    assert "measured profiling needs the live engine" in capsys.readouterr().err
+    assert "measured profiling needs --out" in capsys.readouterr().err
     assert _cli(monkeypatch, "--roofline", "--gpu", "tpu9", "--model", "a", "--draft", "b") == 2
     assert "unknown GPU 'tpu9'" in capsys.readouterr().err
     assert _cli(monkeypatch, "--roofline", "--gpu", "l40s") == 2

@@ -149,3 +149,26 @@ def test_sync_mode_pays_no_switch_cost_but_skip_mode_does(a100: Profile) -> None
     # ...and in exchange every non-speculative step in sync mode runs the draft.
     zero = lambda f: f[(f["gamma"] == 0) & (f["batch_size"] > 0) & (f["prefill_tokens"] == 0)]  # noqa: E731
     assert zero(sync)["step_time_s"].mean() > zero(skip)["step_time_s"].mean()
+
+
+def test_a_small_profile_bounds_the_batch_and_chunks_long_prefills(a100: Profile) -> None:
+    from nightjar.sim.prefill import chunked_prefill_s
+
+    data = a100.to_json()
+    data["decode"] = [r for r in data["decode"] if r[0] <= 16 and r[2] <= 512]
+    data["draft_forward"] = [r for r in data["draft_forward"] if r[0] <= 16 and r[1] <= 512]
+    data["prefill"] = [r for r in data["prefill"] if r[0] <= 256]
+    small = Profile.from_json(data, "small")
+    assert (small.max_batch_size, small.max_context_len, small.max_prefill_tokens) == (
+        16, 512, 256
+    )
+    base = small_trace(n=80, rate=40.0, out=300)
+    trace = dataclasses.replace(base, prompt_tokens=base.prompt_tokens + 400)  # > 256: chunked
+    result = simulate(trace, small, "fixed:2", SimConfig(seed=4))
+    assert_complete(result, trace)
+    steps = result.steps_frame()
+    assert steps["batch_size"].max() <= 16
+    assert result.extra["context_clamped_steps"] > 0  # priced at the table's edge, counted
+    t = small.prefill_time_s
+    assert chunked_prefill_s(t, 600, 256) == pytest.approx(2 * t(256) + t(88))
+    assert chunked_prefill_s(t, 256, 256) == pytest.approx(t(256))

@@ -23,6 +23,8 @@ def add_parser(sub: Any) -> None:
                    help="a run folder written by `nightjar live --out DIR` (DIR/<policy>)")
     p.add_argument("--profile", required=True, help="bundled profile name or path")
     p.add_argument("--gamma-max", type=int, default=4)
+    p.add_argument("--draft-kv", choices=["sync", "skip"], default="sync",
+                   help="the live run's draft-KV mode (nightjar live's default: sync)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
@@ -32,7 +34,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from nightjar.output import prepare_out_dir
     from nightjar.profile import load_profile
-    from nightjar.sim import SimConfig, simulate
+    from nightjar.sim import DraftKVMode, SimConfig, simulate
     from nightjar.validate import compare_summaries, load_run, step_model_error, trace_of
 
     live = load_run(args.live_run)
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
     steps = step_model_error(live, profile)
     sim = simulate(trace_of(live), profile, live.policy,
-                   SimConfig(seed=args.seed, gamma_max=args.gamma_max))
+                   SimConfig(seed=args.seed, gamma_max=args.gamma_max,
+                             draft_kv_mode=DraftKVMode(args.draft_kv)))
     summary = compare_summaries(live, sim)
 
     console = Console()
