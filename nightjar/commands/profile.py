@@ -1,7 +1,8 @@
-"""``nightjar profile``: generate (roofline), list and show latency/memory profiles.
+"""``nightjar profile``: measure (vLLM), model (roofline), list and show profiles.
 
-Measured profiling (``--model PATH`` without ``--roofline``) runs real vLLM and
-belongs to the live engine; until it lands this path says so and exits 2.
+Measured profiling (``--model PATH --draft PATH --out FILE`` without ``--roofline``)
+runs the real vLLM engine through ``nightjar.live.profile_cli``; vLLM is imported only
+on that path, so the other modes work without it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ def add_parser(sub: Any) -> None:
     mode.add_argument("--list", action="store_true", help="list GPUs, models and profiles")
     mode.add_argument("--show", metavar="NAME", help="summarise a profile (name or path)")
     p.add_argument("--gpu", help="GPU name for --roofline (see --list)")
-    p.add_argument("--model", help="target model name (--roofline) or path (measured)")
-    p.add_argument("--draft", help="draft model name")
+    p.add_argument(
+        "--model", help="target: catalog name (--roofline); preset, path or cached HF id (measured)"
+    )
+    p.add_argument("--draft", help="draft model (measured: default the preset's)")
     p.add_argument("--out", help="where to write the profile JSON")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument(
@@ -51,6 +54,30 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--context", type=float, default=512.0, help="context length for --show (default 512)"
     )
+    m = p.add_argument_group("measured profiling (vLLM)")
+    m.add_argument("--batch-sizes", default="1,2,4,8,16,32", help="decode batch sizes")
+    m.add_argument("--gammas", default="0,1,2,3", help="speculation lengths, 0..G")
+    m.add_argument("--contexts", default="128,512", help="mean decode context lengths")
+    m.add_argument(
+        "--prefill-lengths",
+        default="1,16,64,256,1024,4096,8192",
+        help="prefill step sizes in tokens (split into prompts of at most the largest context)",
+    )
+    m.add_argument(
+        "--output-tokens", type=int, default=32, help="tokens decoded per measured request"
+    )
+    m.add_argument("--repeats", type=int, default=2, help="times each batch is measured")
+    m.add_argument("--kv-cache-gb", type=float, default=1.0, help="KV pool size (GiB)")
+    m.add_argument("--prompts", default=None, help="text file, one prompt per line (acceptance)")
+    m.add_argument(
+        "--workload", default="synthetic", help="workload the measured acceptance is stored as"
+    )
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument(
+        "--in-process",
+        action="store_true",
+        help="engine core in this process: quick start, but steps faster than a live run's",
+    )
     p.set_defaults(func=run)
 
 
@@ -62,10 +89,9 @@ def run(args: argparse.Namespace) -> int:
     if args.roofline:
         return _roofline(args)
     if args.model:
-        raise NightjarInputError(
-            "measured profiling needs the live engine: it is not available yet; "
-            "use --roofline --gpu GPU --model NAME --draft NAME for a modelled profile"
-        )
+        from nightjar.live.profile_cli import run_measured
+
+        return int(run_measured(args))
     raise NightjarInputError("nothing to do: give --roofline, --list, --show NAME or --model")
 
 

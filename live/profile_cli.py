@@ -1,0 +1,136 @@
+"""``nightjar profile --model ...`` without ``--roofline``: measure a profile with vLLM.
+
+Checks every input before any engine starts (one-line errors), runs the profiler,
+validates the result with the same loader the simulator uses, then writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from nightjar.errors import NightjarInputError
+
+
+def int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise NightjarInputError(f"{flag} must be comma-separated integers, got {text!r}") from None
+    return tuple(sorted(values))
+
+
+def _name(arg: str) -> str:
+    """The model's name in the profile: a preset or HF id as given, else the folder name."""
+    path = Path(arg).expanduser()
+    return path.resolve().name if path.is_dir() else arg.rsplit("/", 1)[-1]
+
+
+def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
+    parts = ["nightjar", "profile", "--model", args.model, "--draft", draft]
+    for flag in ("batch_sizes", "gammas", "contexts", "prefill_lengths"):
+        parts += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+    parts += [
+        "--output-tokens",
+        str(args.output_tokens),
+        "--repeats",
+        str(args.repeats),
+        "--kv-cache-gb",
+        f"{args.kv_cache_gb:g}",
+        "--seed",
+        str(args.seed),
+    ]
+    if args.prompts:
+        parts += ["--prompts", args.prompts]
+    parts += ["--workload", args.workload]
+    if args.in_process:
+        parts += ["--in-process"]
+    parts += ["--out", str(out)]
+    return shlex.join(parts)
+
+
+def _prompts(path: str | None) -> tuple[str, ...]:
+    if not path:
+        return ()
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise NightjarInputError(f"--prompts {path}: cannot read ({exc.strerror or exc})") from None
+    texts = tuple(line for line in lines if line.strip())
+    if not texts:
+        raise NightjarInputError(f"--prompts {path}: no prompts (one per line)")
+    return texts
+
+
+def run_measured(args: argparse.Namespace) -> int:
+    from nightjar.live.models import check_pair, default_draft, max_position, resolve_model
+    from nightjar.live.version import check_vllm_version
+    from nightjar.profile import Profile
+
+    out = Path(args.out) if args.out else None
+    if out is None:
+        raise NightjarInputError("measured profiling needs --out FILE")
+    if out.exists() and not args.force:
+        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
+    if not out.parent.is_dir():
+        raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
+    if not args.kv_cache_gb > 0:
+        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
+    check_vllm_version()
+    target = resolve_model(args.model, "model")
+    draft_arg = args.draft or default_draft(args.model)
+    if draft_arg is None:
+        raise NightjarInputError("measured profiling needs a draft model (--draft PATH)")
+    draft = resolve_model(draft_arg, "draft")
+    vocab = check_pair(target, draft)
+
+    from nightjar.live.engine import prepare_env
+
+    prepare_env()
+    from nightjar.live.profiler import ProfilePlan, measure_profile
+
+    plan = ProfilePlan(
+        target=target,
+        draft=draft,
+        target_name=_name(args.model),
+        draft_name=_name(draft_arg),
+        batch_sizes=int_list(args.batch_sizes, "--batch-sizes"),
+        gammas=int_list(args.gammas, "--gammas"),
+        contexts=int_list(args.contexts, "--contexts"),
+        prefill_lengths=int_list(args.prefill_lengths, "--prefill-lengths"),
+        output_tokens=args.output_tokens,
+        repeats=args.repeats,
+        kv_cache_bytes=int(args.kv_cache_gb * 2**30),
+        vocab=vocab,
+        seed=args.seed,
+        prompts=_prompts(args.prompts),
+        workload=args.workload,
+        command=_command(args, draft_arg, out),
+        model_max_len=min(max_position(target), max_position(draft)),
+        in_process=args.in_process,
+    )
+    plan.check()
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    data = measure_profile(plan, say)
+    profile = Profile.from_json(data, str(out))  # validate before writing
+    if out.exists() and not args.force:  # appeared while we measured
+        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
+    try:
+        out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    b, g = profile.max_batch_size, profile.gamma_max
+    c = profile.min_context_len
+    print(
+        f"wrote {out}: {profile.name} (measured); step at B={b} context={c:g}: "
+        f"{profile.step_time_s(b, 0, c) * 1e3:.1f} ms no draft, "
+        f"{profile.step_time_s(b, g, c) * 1e3:.1f} ms at gamma {g}; KV blocks "
+        f"{data['measured']['kv_blocks']['with_draft']} with the draft"
+    )
+    return 0

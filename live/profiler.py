@@ -1,0 +1,346 @@
+"""The measured profiler: builds a profile's tables by running the real vLLM engine.
+
+One engine per table column, each exactly what ``nightjar live`` runs, with Nightjar's
+scheduler and worker plugged in:
+
+- no draft at all (``nospec``): gamma 0 decode steps and the target's prefill;
+- the draft engine with ``fixed:0`` and the draft's KV kept in sync (vLLM's K = 0
+  runs one draft pass over the new tokens): the draft-forward table and the draft's
+  prefill;
+- the draft engine with ``fixed:G`` for each G >= 1: gamma-G decode steps and acceptance.
+
+An engine per gamma (rather than switching the policy inside one engine) keeps every
+measurement a plain, reproducible ``nightjar live --policy fixed:G`` configuration,
+and each draft engine is started with ``num_speculative_tokens`` = the largest gamma,
+as a live run with an adaptive policy is. Engines run as ``nightjar live`` runs them,
+with the engine core in its own process; ``in_process`` (a quick mode for tests) starts
+them in ~4 s instead of ~20 s, but its steps are faster than a live run's. Step times
+come from the scheduler's step log (schedule start to output), split times from the
+worker probe (``profile_probe``); aggregation is in ``profile_build``.
+Call :func:`nightjar.live.engine.prepare_env` first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import shlex
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nightjar.errors import NightjarInputError
+from nightjar.live.engine import EngineSpec, engine_kwargs
+from nightjar.live.profile_build import (
+    EngineRun,
+    Grid,
+    Window,
+    acceptance,
+    decode_rows,
+    memory_facts,
+    prefill_rows,
+)
+from nightjar.live.settings import LiveSettings
+from nightjar.live.steplog import read_log
+
+PROBE = "nightjar.live.profile_probe.ProfileProbe"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePlan:
+    target: str  # local directories
+    draft: str
+    target_name: str  # names stored in the profile
+    draft_name: str
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    gammas: tuple[int, ...] = (0, 1, 2, 3)
+    contexts: tuple[int, ...] = (128, 512)
+    # The simulator prices prefill steps up to its token budget (8192) and a reload's
+    # draft rebuild at 4096 tokens
+    # (and a draft catch-up can be a single token), so the defaults run from 1 to 8192.
+    prefill_lengths: tuple[int, ...] = (1, 16, 64, 256, 1024, 4096, 8192)
+    output_tokens: int = 32
+    repeats: int = 2
+    kv_cache_bytes: int = 1 << 30
+    vocab: int = 32000
+    seed: int = 0
+    prompts: tuple[str, ...] = ()  # texts for acceptance; empty: the timing prompts
+    workload: str = "synthetic"
+    command: str = ""
+    model_max_len: int = 2048  # the models' max_position_embeddings
+    # False: the engine core is a separate process, as `nightjar live` runs it (the
+    # steps then cost what a live run's do). True: in this process, ~5x faster to
+    # start, but its steps measured up to ~40% faster than a live run's on 2 cores.
+    in_process: bool = False
+
+    @property
+    def gamma_max(self) -> int:
+        return self.gammas[-1]
+
+    @property
+    def max_model_len(self) -> int:
+        decode = max(self.contexts) + self.output_tokens // 2 + self.gamma_max + 2
+        return max(decode, min(max(self.prefill_lengths) + 2, self.model_max_len))
+
+    @property
+    def token_budget(self) -> int:
+        """max_num_batched_tokens: a measured prefill of n tokens must fit one step."""
+        return max(max(self.prefill_lengths), 2048)
+
+    def prefill_prompts(self, n: int) -> list[int]:
+        """Prompt lengths that make one prefill step of ``n`` tokens: a long n is split
+        over prompts of about the largest context (longer only where the largest batch
+        size would not hold them), as a burst of arrivals is; one 2k-token prompt would
+        charge every prefill step its long attention."""
+        longest = max(max(self.contexts), -(-n // max(self.batch_sizes)))
+        cap = min(self.max_model_len - 2, longest)
+        return [cap] * (n // cap) + ([n % cap] if n % cap else [])
+
+    def check(self) -> None:
+        """Grid rules the profile format and the engines impose; one-line errors."""
+        if list(self.gammas) != list(range(len(self.gammas))) or self.gamma_max < 1:
+            raise NightjarInputError(f"--gammas must be 0,1,..,G with G >= 1, got {self.gammas}")
+        for flag, values in (
+            ("--batch-sizes", self.batch_sizes),
+            ("--contexts", self.contexts),
+            ("--prefill-lengths", self.prefill_lengths),
+        ):
+            if not values or min(values) < 1 or len(set(values)) != len(values):
+                raise NightjarInputError(f"{flag} must be distinct integers >= 1, got {values}")
+        if self.output_tokens < 4 or self.repeats < 1:
+            raise NightjarInputError("--output-tokens must be >= 4 and --repeats >= 1")
+        short = min(self.contexts) - self.output_tokens // 2
+        if short < 1:
+            raise NightjarInputError(
+                f"context {min(self.contexts)} is too short for {self.output_tokens} output "
+                "tokens (prompts are context - output/2 long): lower --output-tokens"
+            )
+        if self.max_model_len > self.model_max_len:
+            raise NightjarInputError(
+                f"the grid needs {self.max_model_len} tokens per sequence but the model "
+                f"supports {self.model_max_len}: lower --contexts"
+            )
+        most = max(len(self.prefill_prompts(n)) for n in self.prefill_lengths)
+        if most > max(self.batch_sizes):
+            raise NightjarInputError(
+                f"a prefill of {max(self.prefill_lengths)} tokens needs {most} prompts of at "
+                f"most {self.max_model_len - 2} tokens, more than the largest batch size "
+                f"{max(self.batch_sizes)}: lower --prefill-lengths"
+            )
+
+
+@contextlib.contextmanager
+def _in_process(enabled: bool = True) -> Iterator[None]:
+    """Run the engine core in this process, and undo what that leaves behind."""
+    key = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    old = os.environ.get(key)
+    os.environ[key] = "0" if enabled else "1"
+    try:
+        yield
+    finally:
+        import vllm.envs
+
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+        # An in-process engine core freezes the GC heap and caches vLLM's
+        # environment; later engines (and tests) in this process must not inherit it.
+        vllm.envs.disable_envs_cache()
+        gc.unfreeze()
+        gc.collect()
+
+
+def _settings(plan: ProfilePlan, gamma: int | None, log: Path) -> LiveSettings:
+    policy = "nospec" if gamma is None else f"fixed:{gamma}"
+    return LiveSettings(
+        policy=policy,
+        gamma_max=0 if gamma is None else plan.gamma_max,
+        seed=plan.seed,
+        step_log=str(log),
+        draft_kv="sync",
+    )
+
+
+def _generate(llm: Any, prompts: list[Any], max_tokens: int) -> tuple[float, float, list[str]]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    start = time.monotonic()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    return start, time.monotonic(), [str(o.request_id) for o in outs]
+
+
+def _token_prompts(plan: ProfilePlan, n: int, length: int, rng: np.random.Generator) -> list[Any]:
+    from vllm.inputs import TokensPrompt
+
+    ids = rng.integers(3, max(4, plan.vocab), size=(n, length))
+    return [TokensPrompt(prompt_token_ids=[int(t) for t in row]) for row in ids]
+
+
+def _measure(llm: Any, plan: ProfilePlan, gamma: int | None) -> list[Window]:
+    rng = np.random.default_rng(plan.seed)
+    windows: list[Window] = []
+    _generate(llm, _token_prompts(plan, 2, 8, rng), 8)  # warm-up
+    llm.collective_rpc("nightjar_probe_start")
+    half = plan.output_tokens // 2
+    for _ in range(plan.repeats):
+        for c in plan.contexts:
+            for b in plan.batch_sizes:
+                prompts = _token_prompts(plan, b, c - half, rng)
+                start, end, ids = _generate(llm, prompts, plan.output_tokens)
+                windows.append(Window("decode", b, c, start, end, tuple(ids)))
+        if gamma is None or gamma == 0:
+            for n in plan.prefill_lengths:
+                lengths = plan.prefill_prompts(n)
+                prompts = [_token_prompts(plan, 1, k, rng)[0] for k in lengths]
+                start, end, ids = _generate(llm, prompts, 1)
+                windows.append(Window("prefill", len(lengths), n, start, end, tuple(ids)))
+    if plan.prompts and gamma:
+        from vllm.inputs import TextPrompt
+
+        texts = [TextPrompt(prompt=p) for p in plan.prompts]
+        start, end, ids = _generate(llm, texts, plan.output_tokens)
+        windows.append(Window("accept", len(texts), 0, start, end, tuple(ids)))
+    return windows
+
+
+def run_engine(plan: ProfilePlan, gamma: int | None, workdir: Path) -> EngineRun:
+    """Start one engine, measure, shut it down; ``gamma`` None = no draft."""
+    from vllm import LLM
+
+    log = workdir / f"steps-{'nodraft' if gamma is None else gamma}.jsonl"
+    log.unlink(missing_ok=True)
+    spec = EngineSpec(
+        plan.target,
+        None if gamma is None else plan.draft,
+        _settings(plan, gamma, log),
+        max_model_len=plan.max_model_len,
+        max_num_seqs=max(plan.batch_sizes),
+        kv_cache_bytes=plan.kv_cache_bytes,
+        spec_tokens=plan.gamma_max,
+    )
+    kwargs = engine_kwargs(spec)
+    kwargs["worker_extension_cls"] = PROBE
+    kwargs["max_num_batched_tokens"] = plan.token_budget
+    with _in_process(plan.in_process):
+        llm = LLM(**kwargs)
+        try:
+            windows = _measure(llm, plan, gamma)
+            records = [
+                (str(k), float(t), float(d))
+                for k, t, d in llm.collective_rpc("nightjar_probe_take")[0]
+            ]
+            facts = dict(llm.collective_rpc("nightjar_probe_facts")[0])
+        finally:
+            llm.llm_engine.engine_core.shutdown()
+            del llm
+    contents = read_log(log)
+    start: dict[str, Any] = next((e for e in contents.events if e.get("event") == "start"), {})
+    preempted = sum(c["preemptions"] for c in contents.requests.values())
+    if preempted:
+        raise NightjarInputError(
+            f"measured profile: {preempted} preemptions (KV pool too small for the grid); "
+            "raise --kv-cache-gb or lower --batch-sizes / --contexts"
+        )
+    return EngineRun(
+        gamma,
+        contents.steps,
+        records,
+        windows,
+        facts,
+        int(start.get("pool_blocks", 0)),
+        contents.requests,
+    )
+
+
+def measure_profile(plan: ProfilePlan, progress: Progress | None = None) -> dict[str, Any]:
+    """Run every engine and return the profile JSON (format_version 1)."""
+    say = progress or (lambda _msg: None)
+    runs: dict[int | None, EngineRun] = {}
+    order: list[int | None] = [None, *plan.gammas]
+    with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
+        for g in order:
+            label = "no draft" if g is None else f"fixed:{g}"
+            say(f"engine {len(runs) + 1}/{len(order)}: {label}")
+            t = time.monotonic()
+            run = runs[g] = run_engine(plan, g, Path(tmp))
+            run.wall_s, run.load_1m = time.monotonic() - t, os.getloadavg()[0]
+            say(f"  {label}: {len(run.steps)} steps in {run.wall_s:.0f} s, load {run.load_1m:.1f}")
+    return assemble(plan, runs)
+
+
+def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, Any]:
+    from vllm import __version__ as vllm_version
+
+    grid = Grid(plan.batch_sizes, plan.gammas, plan.contexts)
+    decode, fwd = decode_rows(grid, runs)
+    facts = runs[plan.gamma_max].facts
+    with_d, without = runs[plan.gamma_max].pool_blocks, runs[None].pool_blocks
+    memory = memory_facts(facts, with_d, without)
+    acc = acceptance(list(runs.values()), "accept" if plan.prompts else "decode")
+    platform = str(facts["platform"])
+    gpu = "cpu" if platform == "cpu" else _slug(str(facts["device_name"]))
+    return {
+        "format_version": 1,
+        "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
+        "source": "measured",
+        "command": plan.command or "nightjar profile (called from Python)",
+        "notes": "Measured with vLLM (nightjar.live.profiler): medians over every clean step "
+        f"of {plan.repeats} repeat(s). Acceptance measured on "
+        + ("the --prompts texts." if plan.prompts else "random token prompts."),
+        "gpu": gpu,
+        "target": plan.target_name,
+        "draft": plan.draft_name,
+        "hardware": {
+            "platform": platform,
+            "description": facts["device_name"],
+            "cpu_model": facts["cpu_model"],
+            "cpu_count": facts["cpu_count"],
+            "dtype": facts["dtype"],
+            "torch": facts["torch"],
+            "vllm": vllm_version,
+            "target_path": plan.target,
+            "draft_path": plan.draft,
+        },
+        "measured": {
+            "kv_blocks": {"with_draft": with_d, "without_draft": without},
+            "kv_cache_bytes": plan.kv_cache_bytes,
+            "max_model_len": plan.max_model_len,
+            "max_num_batched_tokens": plan.token_budget,
+            "output_tokens": plan.output_tokens,
+            "repeats": plan.repeats,
+            "acceptance_requests": acc[2] if acc else 0,
+            "engines": {
+                ("no draft" if g is None else f"fixed:{g}"): {
+                    "steps": len(r.steps),
+                    "seconds": round(r.wall_s, 1),
+                    "load_avg_1m": round(r.load_1m, 2),
+                }
+                for g, r in runs.items()
+            },
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+        "memory": memory,
+        "decode": decode,
+        "draft_forward": fwd,
+        "prefill": prefill_rows(runs),
+        "acceptance": {}
+        if acc is None
+        else {plan.workload: {"mean": round(acc[0], 4), "concentration": round(acc[1], 2)}},
+    }
+
+
+def _slug(name: str) -> str:
+    return "-".join(name.lower().replace("nvidia", "").split()) or "gpu"
+
+
+def command_line(argv: list[str]) -> str:
+    return shlex.join(["nightjar", *argv])

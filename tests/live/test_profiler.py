@@ -1,0 +1,182 @@
+"""The measured profiler on the small tiny pair: a real vLLM profile, end to end.
+
+One module-scoped profile (four in-process engines, ~35 s on two cores) feeds every test: the
+file loads with the simulator's loader, its tables are physically sane, and
+``nightjar sim`` runs on it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightjar.cli import main
+from nightjar.profile import Profile, load_profile
+
+GRID = ["--batch-sizes", "1,8,32", "--gammas", "0,1,2", "--contexts", "32,96"]
+ARGS = [
+    *GRID,
+    "--prefill-lengths",
+    "1,16,256,4096",
+    "--output-tokens",
+    "16",
+    "--repeats",
+    "1",
+    "--kv-cache-gb",
+    "0.25",
+    "--in-process",  # engines start in ~4 s instead of ~20 s
+]
+
+
+@pytest.fixture(scope="module")
+def measured(tiny: Any, make_llm: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # make_llm preloads Intel OpenMP and prepares vLLM's environment for us.
+    out = tmp_path_factory.mktemp("profile") / "small.json"
+    # Acceptance on given texts: the tiny tokenizer's words are w0..w2044.
+    prompts = out.with_name("prompts.txt")
+    prompts.write_text(
+        "\n".join(" ".join(f"w{(7 * i + 13 * j) % 2000}" for j in range(40)) for i in range(4))
+    )
+    argv = [
+        "profile",
+        "--model",
+        str(tiny.target),
+        "--draft",
+        str(tiny.draft),
+        *ARGS,
+        "--prompts",
+        str(prompts),
+        "--workload",
+        "alpaca",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    return out
+
+
+def test_measured_profile_loads_with_provenance(measured: Path) -> None:
+    p = load_profile(str(measured))
+    data = json.loads(measured.read_text())
+    assert p.source == "measured" and p.gamma_max == 2
+    assert p.batch_sizes == (1, 8, 32) and p.context_lens == (32.0, 96.0)
+    assert data["command"].startswith("nightjar profile --model ")
+    assert data["command"].endswith(f"--out {measured}")
+    assert data["hardware"]["platform"] == "cpu" and data["hardware"]["cpu_model"]
+    mem = p.memory
+    # The small target: 4 layers x 2 KV heads x 64 dims x K and V x float32.
+    assert mem.target_kv_bytes_per_token == 4 * 2 * 64 * 2 * 4
+    assert mem.draft_kv_bytes_per_token == 1 * 2 * 64 * 2 * 4
+    assert mem.target_weight_bytes > mem.draft_weight_bytes > 0
+    blocks = data["measured"]["kv_blocks"]
+    assert mem.kv_blocks(True) == blocks["with_draft"] < blocks["without_draft"]
+    # Measured on the 4 given prompts, once per draft engine with gamma >= 1.
+    assert p.workloads == ("alpaca",) and data["measured"]["acceptance_requests"] == 8
+    (mean, conc) = p.acceptance("alpaca") or (0.0, 0.0)
+    assert 0.5 < mean < 1.0 and conc >= 1.0  # the agreeing pair accepts most drafts
+
+
+def test_step_time_grows_with_batch_and_gamma(measured: Path) -> None:
+    p = load_profile(str(measured))
+    # Each gamma is its own engine, seconds apart on a shared 2-core machine, and
+    # neighbouring gammas differ by ~30% (seen inverted under load); speculation vs
+    # none differs by 2-3x. Batch sizes compare within one engine.
+    for c in (32.0, 96.0):
+        for g in (0, 1, 2):
+            assert p.step_time_s(32, g, c) > p.step_time_s(8, g, c), (g, c)
+        for b in (8, 32):
+            steps = [p.step_time_s(b, g, c) for g in (0, 1, 2)]
+            assert steps[0] < min(steps[1:]), (b, c, steps)
+        timing = p.decode_timing(32, 2, c)
+        # Draft and verify are measured separately and leave room for overhead.
+        assert timing.draft_s > 0 and timing.verify_s > 0
+        assert timing.draft_s + timing.verify_s < timing.step_s
+        assert p.draft_forward_s(32, c) < timing.draft_s
+    assert p.prefill_time_s(4096) > p.prefill_time_s(256) > p.prefill_time_s(16) > 0
+    assert p.draft_prefill_time_s(1) > 0  # a 1-token draft catch-up is priced too
+
+
+def test_refuses_to_overwrite_without_force(
+    measured: Path, tiny: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = measured.read_text()
+    argv = [
+        "profile",
+        "--model",
+        str(tiny.target),
+        "--draft",
+        str(tiny.draft),
+        *ARGS,
+        "--out",
+        str(measured),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "refusing to overwrite" in err and err.count("\n") == 1
+    assert measured.read_text() == before
+
+
+def test_sim_runs_on_the_measured_profile(measured: Path, tmp_path: Path) -> None:
+    # Inside the grid: at most 24 running, contexts 40..70, prefills of 40-token prompts.
+    reqs = [{"arrival_s": 0.02 * i, "prompt_tokens": 40, "output_tokens": 30} for i in range(24)]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"name": "prof", "requests": reqs}))
+    out = tmp_path / "sim"
+    argv = [
+        "sim",
+        "--trace",
+        str(trace),
+        "--profile",
+        str(measured),
+        "--gamma-max",
+        "2",
+        "--policy",
+        "nospec",
+        "--policy",
+        "fixed:2",
+        "--no-oracle",
+        "--no-report",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    summary = (out / "summary.csv").read_text()
+    assert "fixed:2" in summary and "nospec" in summary
+
+
+def test_bad_grids_are_one_line_errors(
+    tiny: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = [
+        "profile",
+        "--model",
+        str(tiny.target),
+        "--draft",
+        str(tiny.draft),
+        "--out",
+        str(tmp_path / "x.json"),
+    ]
+    for extra, needle in (
+        (["--gammas", "0,2"], "--gammas must be 0,1,..,G"),
+        (["--batch-sizes", "1,x"], "comma-separated integers"),
+        (["--contexts", "8"], "too short"),
+        (["--draft", str(tiny.draft_foreign_vocab)], "vocabulary"),
+    ):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_profile_is_reproducible_from_its_command(measured: Path) -> None:
+    # The stored command parses back to the same grid (what "reproduce" needs).
+    data = json.loads(measured.read_text())
+    cmd = data["command"].split()
+    assert "--in-process" in cmd
+    for flag, value in zip(ARGS[:-1:2], ARGS[1::2], strict=True):
+        assert cmd[cmd.index(flag) + 1] == value
+    assert isinstance(Profile.from_json(data, "again"), Profile)
