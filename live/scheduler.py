@@ -36,6 +36,9 @@ from nightjar.policy import PolicyEnv, clamp_decision, make_policy
 from nightjar.types import StepContext
 
 RESIDENCY_ATTR = "nightjar_residency"  # SchedulerOutput attribute the worker reads
+# SchedulerOutput attribute: (src, dst) KV block copies the worker makes before the
+# step's forward pass (a reload that migrated the ballast region; else empty).
+MIGRATION_ATTR = "nightjar_migration"
 
 
 class NightjarSchedulerMixin:
@@ -65,9 +68,10 @@ class NightjarSchedulerMixin:
             ),
         )
         self.nj_log = StepLog(self.nj.step_log)
-        pool = sched.kv_cache_manager.block_pool
-        self.nj_pool_blocks = pool.get_num_free_blocks()
-        self.nj_residency = Residency(self.nj, pool, self._draft_blocks(), self.nj_log)
+        self.nj_pool_blocks = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+        self.nj_residency = Residency(
+            self.nj, sched.kv_cache_manager, self._draft_blocks(), self.nj_log
+        )
         self.nj_stats = StepStats()
         self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
@@ -123,6 +127,7 @@ class NightjarSchedulerMixin:
         sched.dynamic_sd_lookup = [gamma] * self._nj_lookup_len
         out = super().schedule(*args, **kwargs)  # type: ignore[misc]
         setattr(out, RESIDENCY_ATTR, command)
+        setattr(out, MIGRATION_ATTR, self.nj_residency.pairs)
         self.nj_stats.begin(
             out,
             ctx,

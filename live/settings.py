@@ -46,6 +46,9 @@ class LiveSettings:
     # KV blocks the draft's bytes stand for; ``None`` = derive from the draft's
     # weight files and the engine's bytes per block.
     ballast_blocks: int | None = None
+    # How a reload empties the ballast region: "drain" waits for the requests in it
+    # to free their blocks; "migrate" copies their blocks out of it at once.
+    reload: str = "drain"
     # Step-time prior for latency-planning policies (nightjar+, dsd): a bundled
     # profile name, a profile JSON path or a step-table JSON (nightjar.live.latency).
     profile: str | None = None
@@ -63,6 +66,8 @@ class LiveSettings:
             raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
         if self.draft_kv not in ("sync", "skip"):
             raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
+        if self.reload not in ("drain", "migrate"):
+            raise NightjarInputError(f"reload mode must be drain or migrate, got {self.reload!r}")
         for step, action in self.forced_residency.items():
             if action not in ("offload", "reload"):
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")

@@ -8,7 +8,11 @@ replaced by one that returns no draft tokens without running the draft model
 (gamma is 0 on those steps anyway; the scheduler clamps it). The draft's KV cache
 is therefore not kept in sync while parked: after a reload the drafter sees stale
 KV for the tokens it missed, which costs acceptance, never correctness (the
-target verifies every token). See docs/live.md.
+target verifies every token). A reload that migrated the ballast region also
+carries ``(src, dst)`` block copies: the worker copies those KV blocks in every
+layer (target and draft) and rewrites its persistent block tables before the
+reload and the forward pass, so the step already reads the moved blocks. See
+docs/live.md.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from typing import Any, cast
 import torch
 from vllm.logger import init_logger
 
+from nightjar.live.kernels import migrate_blocks
+from nightjar.live.kernels_plan import Pair, remap_block_ids, remap_block_table
 from nightjar.live.offload import WeightParking
-from nightjar.live.scheduler import RESIDENCY_ATTR
+from nightjar.live.scheduler import MIGRATION_ATTR, RESIDENCY_ATTR
 from nightjar.live.settings import LiveSettings
 
 log = init_logger(__name__)
@@ -46,6 +52,7 @@ class NightjarWorkerMixin:
     # Counters for tests and logs: draft passes run, and steps where one was skipped.
     _nj_draft_runs = 0
     _nj_draft_skips = 0
+    _nj_migrated = 0  # KV blocks copied by reload migrations
 
     def _nj_drafter(self) -> Any:
         runner: Any = getattr(self, "model_runner", None)
@@ -76,9 +83,40 @@ class NightjarWorkerMixin:
             return 0
         return int(self._nj_parking.restore())
 
+    def nightjar_migrate(self, pairs: list[Pair]) -> None:
+        """Copy KV blocks ``src -> dst`` and point every block table at the copies."""
+        from vllm.v1.kv_cache_interface import group_kernel_blocks
+
+        runner: Any = getattr(self, "model_runner", None)
+        num_blocks = int(runner.kv_cache_config.num_blocks)
+        # With kernel-block splitting a layer's dim 0 counts kernel blocks; the
+        # scheduler's ids are manager blocks.
+        caches = [group_kernel_blocks(c, num_blocks) for c in runner.kv_caches]
+        migrate_blocks(caches, pairs)
+        # The region now belongs to the draft (the real design packs its weights
+        # there): clear the sources, so a stale reference to one reads zeros, not
+        # the right KV by luck.
+        src = [s for s, _ in pairs]
+        for cache in caches:
+            cache.index_fill_(0, torch.tensor(src, dtype=torch.int64, device=cache.device), 0)
+        # The CPU side of each table is the source of truth (copied to the device
+        # for the running rows every step); rows not in the batch are rebuilt from
+        # the request states below when they are scheduled again.
+        for table in runner.input_batch.block_table.block_tables:
+            cpu = table.block_table.cpu
+            cpu.copy_(remap_block_table(cpu, pairs))
+        for state in runner.requests.values():
+            for ids in state.block_ids:
+                ids[:] = remap_block_ids(ids, pairs)
+        self._nj_migrated += len(pairs)
+
     def nightjar_draft_counts(self) -> dict[str, int]:
         """Draft passes run and skipped so far (``LLM.collective_rpc`` reads this)."""
-        return {"runs": self._nj_draft_runs, "skips": self._nj_draft_skips}
+        return {
+            "runs": self._nj_draft_runs,
+            "skips": self._nj_draft_skips,
+            "migrated": self._nj_migrated,
+        }
 
     def nightjar_draft_parked(self) -> bool:
         return self._nj_parking is not None and self._nj_parking.parked
@@ -99,6 +137,16 @@ class NightjarWorkerMixin:
         self._nj_skip_now = self._nj_skip_at_zero and (
             scheduler_output.num_spec_tokens_to_schedule == 0
         )
+        pairs = getattr(scheduler_output, MIGRATION_ATTR, None)
+        if pairs:
+            # Before the reload and the forward pass: both may touch the region.
+            start = time.perf_counter()
+            self.nightjar_migrate([(int(s), int(d)) for s, d in pairs])
+            log.info(
+                "nightjar: migrated %d KV blocks in %.3f s",
+                len(pairs),
+                time.perf_counter() - start,
+            )
         command = getattr(scheduler_output, RESIDENCY_ATTR, None)
         if command is not None:
             start = time.perf_counter()

@@ -101,6 +101,13 @@ def add_parser(sub: Any) -> None:
         help="reload only when KV room lasts, never early for forgone speculation gain",
     )
     p.add_argument(
+        "--reload",
+        choices=["drain", "migrate"],
+        default="drain",
+        help="how a reload empties the draft's KV region: wait for its blocks to free "
+        "(drain) or copy them out at once (migrate)",
+    )
+    p.add_argument(
         "--profile",
         default=None,
         help="step-time prior for nightjar+/dsd: a profile (bundled name or JSON) or a "
@@ -206,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         draft_kv=args.draft_kv,
         memory=memory,
         ballast_blocks=args.ballast_blocks,
+        reload=args.reload,
         profile=profile,
     )
     if args.serve:
