@@ -52,6 +52,22 @@ class EngineSpec:
     # up to this many, never more.
     spec_tokens: int | None = None
 
+    @classmethod
+    def from_args(
+        cls, args: Any, target: str, draft: str | None, settings: LiveSettings, spec_tokens: int
+    ) -> EngineSpec:
+        """The engine ``nightjar live`` flags describe; ``nospec`` runs without a draft."""
+        return cls(
+            target=target,
+            draft=None if settings.policy == "nospec" else draft,
+            settings=settings,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
+            kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
+            enforce_eager=not args.compile,
+            spec_tokens=spec_tokens,
+        )
+
 
 def is_cpu() -> bool:
     from vllm.platforms import current_platform

@@ -75,16 +75,7 @@ def serve(
     state_dir = Path(tempfile.mkdtemp(prefix="nightjar-serve-"))
     state_file = str(state_dir / "state.json")
     settings = dataclasses.replace(base, policy=specs[0], state_file=state_file)
-    spec = EngineSpec(
-        target=target,
-        draft=None if specs[0] == "nospec" else draft,
-        settings=settings,
-        max_model_len=args.max_model_len,
-        max_num_seqs=args.max_num_seqs,
-        kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
-        enforce_eager=not args.compile,
-        spec_tokens=spec_tokens,
-    )
+    spec = EngineSpec.from_args(args, target, draft, settings, spec_tokens)
     prepare_env()
     argv = server_argv(spec, args.host, args.port, list(args.vllm_args or []), state_file)
     try:

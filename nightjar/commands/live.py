@@ -260,16 +260,7 @@ def _replay_all(
         step_log = out / f".steps-{len(results)}.jsonl"
         step_log.unlink(missing_ok=True)  # the scheduler appends
         settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
-        engine = EngineSpec(
-            target=target,
-            draft=None if spec == "nospec" else draft,
-            settings=settings,
-            max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs,
-            kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
-            enforce_eager=not args.compile,
-            spec_tokens=spec_tokens,
-        )
+        engine = EngineSpec.from_args(args, target, draft, settings, spec_tokens)
         console.print(f"[bold]{spec}[/]: replaying {len(trace)} requests")
         result, _ = replay(trace, engine, ReplayOptions(args.time_scale, vocab, args.seed))
         result.policy = spec
