@@ -40,9 +40,3 @@ def sample_accepted(
     first_fail = np.where(ok.all(axis=1), width, np.argmin(ok, axis=1))
     return first_fail.astype(np.int64)
 
-
-def expected_tokens(alpha: float, gamma: int) -> float:
-    """Mean tokens a step emits under the geometric law: (1 - a^(g+1)) / (1 - a)."""
-    if alpha >= 1.0:
-        return float(gamma + 1)
-    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)

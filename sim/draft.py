@@ -22,9 +22,9 @@ from typing import Any
 
 import simpy
 
+from nightjar.bandit import expected_tokens
 from nightjar.memory import Action, DraftState, MemoryController
 from nightjar.profile import Profile
-from nightjar.sim.acceptance import expected_tokens
 from nightjar.sim.config import ReloadMode, SimConfig
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.prefill import chunked_prefill_s

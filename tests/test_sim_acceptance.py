@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from nightjar.sim.acceptance import expected_tokens, sample_accepted
+from nightjar.bandit import expected_tokens
+from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.config import AcceptanceModel
 
 
