@@ -6,7 +6,7 @@ length, so every policy does the same work. Prompts are the trace's token ids or
 text where it has them, else deterministic pseudo-random token ids of the given
 length. The result is a :class:`nightjar.records.RunResult` with the same columns
 as the simulator's; step rows come from the scheduler's step log.
-Call :func:`nightjar.live.engine.prepare_env` before importing this module.
+Call :func:`nightjar.live.plugins.engine.prepare_env` before importing this module.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nightjar.live.engine import EngineSpec, engine_kwargs
+from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
 from nightjar.live.steplog import read_log
 from nightjar.records import RequestRecord, RunResult
 from nightjar.trace import Trace

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.engine import EngineSpec, engine_kwargs, prepare_env
+from nightjar.live.plugins.engine import EngineSpec, engine_kwargs, prepare_env
 
 # engine_kwargs keys that vLLM's server takes as JSON rather than plain values.
 _JSON_FLAGS = ("additional_config", "speculative_config")

@@ -50,7 +50,7 @@ class LiveSettings:
     # to free their blocks; "migrate" copies their blocks out of it at once.
     reload: str = "drain"
     # Step-time prior for latency-planning policies (nightjar+, dsd): a bundled
-    # profile name, a profile JSON path or a step-table JSON (nightjar.live.latency).
+    # profile name, a profile JSON path or a step-table JSON (nightjar.live.profiling.latency).
     profile: str | None = None
     # Snapshot file of Nightjar's state (nightjar.live.state), rewritten a few
     # times a second; ``--serve`` exports it as Prometheus metrics.

@@ -168,7 +168,7 @@ def _check_profile(name: str | None) -> str | None:
     """Load the step-time prior once here so that a bad one fails before vLLM starts."""
     if name is None:
         return None
-    from nightjar.live.latency import load_latency
+    from nightjar.live.profiling.latency import load_latency
 
     load_latency(name)
     # The engine core may run elsewhere: give it an absolute path for files.
@@ -249,7 +249,7 @@ def _replay_all(
     out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out_dir(out, args.force)
 
-    from nightjar.live.engine import EngineSpec, prepare_env
+    from nightjar.live.plugins.engine import EngineSpec, prepare_env
 
     prepare_env()
     from nightjar.live.replay import ReplayOptions, replay
@@ -277,7 +277,7 @@ def _write_step_tables(results: list[Any], out: Path) -> None:
     """Each run's measured step times, reusable as ``--profile`` (where it has enough steps)."""
     import json
 
-    from nightjar.live.latency import StepTable
+    from nightjar.live.profiling.latency import StepTable
     from nightjar.output import unique_slugs
 
     for slug, result in zip(unique_slugs(results), results, strict=True):

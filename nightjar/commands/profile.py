@@ -1,7 +1,7 @@
 """``nightjar profile``: measure (vLLM), model (roofline), list and show profiles.
 
 Measured profiling (``--model PATH --draft PATH --out FILE`` without ``--roofline``)
-runs the real vLLM engine through ``nightjar.live.profile_cli``; vLLM is imported only
+runs the real vLLM engine through ``nightjar.commands.profile_measured``; vLLM is imported only
 on that path, so the other modes work without it.
 """
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.roofline:
         return _roofline(args)
     if args.model:
-        from nightjar.live.profile_cli import run_measured
+        from nightjar.commands.profile_measured import run_measured
 
         return int(run_measured(args))
     raise NightjarInputError("nothing to do: give --roofline, --list, --show NAME or --model")

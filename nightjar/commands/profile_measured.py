@@ -87,10 +87,10 @@ def run_measured(args: argparse.Namespace) -> int:
     draft = resolve_model(draft_arg, "draft")
     vocab = check_pair(target, draft)
 
-    from nightjar.live.engine import prepare_env
+    from nightjar.live.plugins.engine import prepare_env
 
     prepare_env()
-    from nightjar.live.profiler import ProfilePlan, measure_profile
+    from nightjar.live.profiling.profiler import ProfilePlan, measure_profile
 
     plan = ProfilePlan(
         target=target,

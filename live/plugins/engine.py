@@ -16,9 +16,9 @@ from typing import Any
 
 from nightjar.live.settings import LiveSettings
 
-SCHEDULER = "nightjar.live.scheduler.NightjarScheduler"
-ASYNC_SCHEDULER = "nightjar.live.scheduler.NightjarAsyncScheduler"
-WORKER = "nightjar.live.worker.NightjarWorker"
+SCHEDULER = "nightjar.live.plugins.scheduler.NightjarScheduler"
+ASYNC_SCHEDULER = "nightjar.live.plugins.scheduler.NightjarAsyncScheduler"
+WORKER = "nightjar.live.plugins.worker.NightjarWorker"
 
 
 def prepare_env() -> None:

@@ -16,8 +16,8 @@ as a live run with an adaptive policy is. Engines run as ``nightjar live`` runs 
 with the engine core in its own process; ``in_process`` (a quick mode for tests) starts
 them in ~4 s instead of ~20 s, but its steps are faster than a live run's. Step times
 come from the scheduler's step log (schedule start to output), split times from the
-worker probe (``profile_probe``); aggregation is in ``profile_build``.
-Call :func:`nightjar.live.engine.prepare_env` first.
+worker probe (``probe``); aggregation is in ``build``.
+Call :func:`nightjar.live.plugins.engine.prepare_env` first.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.engine import EngineSpec, engine_kwargs
-from nightjar.live.profile_build import (
+from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
+from nightjar.live.profiling.build import (
     EngineRun,
     Grid,
     Window,
@@ -49,7 +49,7 @@ from nightjar.live.profile_build import (
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 
-PROBE = "nightjar.live.profile_probe.ProfileProbe"
+PROBE = "nightjar.live.profiling.probe.ProfileProbe"
 Progress = Callable[[str], None]
 
 
@@ -293,8 +293,8 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
         "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
         "source": "measured",
         "command": plan.command or "nightjar profile (called from Python)",
-        "notes": "Measured with vLLM (nightjar.live.profiler): medians over every clean step "
-        f"of {plan.repeats} repeat(s). Acceptance measured on "
+        "notes": "Measured with vLLM (nightjar.live.profiling.profiler): medians over every "
+        f"clean step of {plan.repeats} repeat(s). Acceptance measured on "
         + ("the --prompts texts." if plan.prompts else "random token prompts."),
         "gpu": gpu,
         "target": plan.target_name,

@@ -2,7 +2,7 @@
 
 One object per scheduler. Each step :meth:`Residency.before_step` advances the
 controller (or a forced test schedule), empties the ballast region during a reload
-(drain, or migrate: see :mod:`nightjar.live.ballast`) and returns the command for
+(drain, or migrate: see :mod:`nightjar.live.residency.ballast`) and returns the command for
 the worker (``"offload"``, ``"reload"`` or ``None``); a migration's block copies
 are left in :attr:`Residency.pairs` for the same step's ``SchedulerOutput``;
 :meth:`Residency.after_step` is called once the worker has executed that step,
@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nightjar.live.ballast import Ballast
-from nightjar.live.kernels_plan import Pair
+from nightjar.live.kernels.plan import Pair
+from nightjar.live.residency.ballast import Ballast
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import StepLog
 from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController

@@ -11,7 +11,7 @@ wall time, feeds a :class:`StepOutcome` back to the policy, and writes the step 
 the step log.
 
 Works with the V1 model runner only: the V2 runner ignores a per-step K for
-``draft_model`` drafters (only verification shrinks). ``nightjar.live.engine``
+``draft_model`` drafters (only verification shrinks). ``nightjar.live.plugins.engine``
 sets ``VLLM_USE_V2_MODEL_RUNNER=0``.
 """
 
@@ -25,12 +25,12 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
-from nightjar.live.latency import load_latency
-from nightjar.live.residency import Residency, draft_weight_bytes, kv_bytes_per_block
+from nightjar.live.plugins.stepstats import StepStats
+from nightjar.live.profiling.latency import load_latency
+from nightjar.live.residency.coordinator import Residency, draft_weight_bytes, kv_bytes_per_block
 from nightjar.live.settings import LiveSettings
 from nightjar.live.state import StateWriter
 from nightjar.live.steplog import StepLog
-from nightjar.live.stepstats import StepStats
 from nightjar.live.version import check_vllm_version
 from nightjar.policy import PolicyEnv, clamp_decision, make_policy
 from nightjar.types import StepContext

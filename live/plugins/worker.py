@@ -23,10 +23,10 @@ from typing import Any, cast
 import torch
 from vllm.logger import init_logger
 
-from nightjar.live.kernels import migrate_blocks
-from nightjar.live.kernels_plan import Pair, remap_block_ids, remap_block_table
-from nightjar.live.offload import WeightParking
-from nightjar.live.scheduler import MIGRATION_ATTR, RESIDENCY_ATTR
+from nightjar.live.kernels.ops import migrate_blocks
+from nightjar.live.kernels.plan import Pair, remap_block_ids, remap_block_table
+from nightjar.live.plugins.scheduler import MIGRATION_ATTR, RESIDENCY_ATTR
+from nightjar.live.residency.parking import WeightParking
 from nightjar.live.settings import LiveSettings
 
 log = init_logger(__name__)
