@@ -43,6 +43,9 @@ class LiveSettings:
     # Draft residency. ``memory`` holds nightjar.memory.MemoryConfig fields;
     # ``None`` keeps the draft resident for the whole run.
     memory: dict[str, Any] | None = None
+    # Service seconds a reload costs, for the controller's early reload on forgone
+    # speculation gain (priced with ``profile``); ``None`` turns that reload off.
+    reload_cost_s: float | None = None
     # KV blocks the draft's bytes stand for; ``None`` = derive from the draft's
     # weight files and the engine's bytes per block.
     ballast_blocks: int | None = None
@@ -64,6 +67,8 @@ class LiveSettings:
             raise NightjarInputError(f"gamma_max must be >= 0, got {self.gamma_max}")
         if self.ballast_blocks is not None and self.ballast_blocks < 0:
             raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
+        if self.reload_cost_s is not None and not self.reload_cost_s >= 0.0:
+            raise NightjarInputError(f"reload cost must be >= 0 s, got {self.reload_cost_s}")
         if self.draft_kv not in ("sync", "skip"):
             raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
         if self.reload not in ("drain", "migrate"):

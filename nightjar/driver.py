@@ -50,8 +50,18 @@ class StepPlan:
     @property
     def gamma(self) -> int:
         """The largest length in the decision: the batch's K in vLLM."""
-        d = self.decision
-        return d if isinstance(d, int) else max((int(g) for g in d), default=0)
+        return _largest(self.decision)
+
+    @property
+    def chosen_gamma(self) -> int:
+        """The largest length the policy asked for."""
+        return _largest(self.chosen)
+
+
+def _largest(decision: Decision) -> int:
+    if isinstance(decision, int):
+        return decision
+    return max((int(g) for g in decision), default=0)
 
 
 class StepDriver:
@@ -97,7 +107,7 @@ class StepDriver:
         command that replaces the controller's own step (see ``MemoryController.force``)."""
         chosen: Decision = self.policy.decide(ctx) if ctx.batch_size else 0
         if self.batch_gamma and not isinstance(chosen, int):
-            chosen = max((int(g) for g in chosen), default=0)
+            chosen = _largest(chosen)
         ctrl = self.controller
         if forced is not Action.NONE:
             action = forced if ctrl.force(forced, ctx.now) else Action.NONE

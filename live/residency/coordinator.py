@@ -1,13 +1,14 @@
-"""Draft residency on the scheduler side: the memory controller plus the KV ballast.
+"""Draft residency on the scheduler side: carrying out the driver's memory actions.
 
-One object per scheduler. Each step :meth:`Residency.before_step` advances the
-controller (or a forced test schedule), empties the ballast region during a reload
-(drain, or migrate: see :mod:`nightjar.live.residency.ballast`) and returns the command for
-the worker (``"offload"``, ``"reload"`` or ``None``); a migration's block copies
-are left in :attr:`Residency.pairs` for the same step's ``SchedulerOutput``;
-:meth:`Residency.after_step` is called once the worker has executed that step,
-which on CPU means the transfer is complete (the worker moves weights
-synchronously before the forward pass).
+The step driver (:class:`nightjar.driver.StepDriver`) advances the memory controller;
+one :class:`Residency` per scheduler carries out what it decided in vLLM's terms.
+Each step :meth:`Residency.next_step` names a forced test action, if the settings
+schedule one for this step; :meth:`Residency.carry_out` takes the plan's action,
+empties the ballast region during a reload (drain, or migrate: see
+:mod:`nightjar.live.residency.ballast`) and returns the step's
+:class:`~nightjar.live.plugins.message.WorkerMessage`; :meth:`Residency.after_step`
+is called once the worker has executed that step, which on CPU means the transfer is
+complete (the worker moves weights synchronously before the forward pass).
 
 Sequencing invariants:
 - the ballast is full (its blocks withheld) whenever the draft is resident;
@@ -27,11 +28,23 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.live.kernels.plan import Pair
+from nightjar.live.plugins.message import IDLE, WorkerMessage
 from nightjar.live.residency.ballast import Ballast
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import StepLog
 from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
-from nightjar.types import StepContext
+
+_FORCED = {"offload": Action.START_OFFLOAD, "reload": Action.START_RELOAD}
+_NAMES = {Action.START_OFFLOAD: "offload", Action.START_RELOAD: "reload"}
+
+
+def memory_controller(settings: LiveSettings, draft_blocks: int) -> MemoryController:
+    """The controller the settings describe; disabled when ``settings.memory`` is None."""
+    return MemoryController(
+        MemoryConfig(**(settings.memory or {"enabled": False})),
+        draft_blocks,
+        settings.reload_cost_s,
+    )
 
 
 def draft_weight_bytes(model_path: str) -> int:
@@ -51,58 +64,51 @@ def kv_bytes_per_block(kv_cache_config: Any) -> int:
 
 class Residency:
     def __init__(
-        self, settings: LiveSettings, kv_cache_manager: Any, draft_blocks: int, log: StepLog
+        self,
+        settings: LiveSettings,
+        controller: MemoryController,
+        kv_cache_manager: Any,
+        log: StepLog,
     ) -> None:
         self.enabled = settings.memory is not None or bool(settings.forced_residency)
-        self.controller = MemoryController(
-            MemoryConfig(**(settings.memory or {"enabled": False})), draft_blocks
-        )
+        self.controller = controller
         self.forced = dict(settings.forced_residency)
         self._kv = kv_cache_manager
         self.migrate = settings.reload == "migrate"
-        self.ballast = Ballast(kv_cache_manager.block_pool, draft_blocks if self.enabled else 0)
+        blocks = controller.draft_blocks if self.enabled else 0
+        self.ballast = Ballast(kv_cache_manager.block_pool, blocks)
         self.ballast.fill()
-        # Block copies for the worker, set by the step that migrated (else empty).
-        self.pairs: list[Pair] = []
         self._log = log
-        self._in_flight: str | None = None  # command sent to the worker this step
+        self._in_flight = Action.NONE  # transfer sent to the worker this step
         self.step_index = 0
 
     @property
     def state(self) -> DraftState:
         return self.controller.state
 
-    @property
-    def resident(self) -> bool:
-        return self.controller.draft_resident
-
-    def before_step(self, ctx: StepContext, decision: int) -> str | None:
-        """Advance residency for the step about to be scheduled; returns the worker command."""
+    def next_step(self) -> Action:
+        """Count the step about to be scheduled; the forced test action for it, if any."""
         self.step_index += 1
-        self.pairs = []
+        return _FORCED.get(self.forced.pop(self.step_index, ""), Action.NONE)
+
+    def carry_out(self, action: Action, now: float) -> WorkerMessage:
+        """Carry out the plan's action for this step; returns the worker's message."""
         if not self.enabled:
-            return None
-        forced = self.forced.pop(self.step_index, None)
-        ctrl = self.controller
-        if forced == "offload" and ctrl.force(Action.START_OFFLOAD, ctx.now):
-            return self._send("offload", ctx.now)
-        if forced == "reload":
-            ctrl.force(Action.START_RELOAD, ctx.now)
-        elif forced is None and self.controller.config.enabled:
-            action = ctrl.step(ctx, decision)
-            if action is Action.START_OFFLOAD:
-                return self._send("offload", ctx.now)
-        if ctrl.state is DraftState.RELOADING and self._in_flight is None:
+            return IDLE
+        if action is Action.START_OFFLOAD:
+            return self._send(Action.START_OFFLOAD, now, ())
+        if self.controller.state is DraftState.RELOADING and self._in_flight is Action.NONE:
             self.ballast.fill()
+            pairs: list[Pair] = []
             if not self.ballast.full and self.migrate:
-                self.pairs = self.ballast.compact(self._block_lists())
-                if self.pairs:
+                pairs = self.ballast.compact(self._block_lists())
+                if pairs:
                     self._log.write(
-                        "event", event="migrate", mono=ctx.now, pairs=[list(p) for p in self.pairs]
+                        "event", event="migrate", mono=now, pairs=[list(p) for p in pairs]
                     )
             if self.ballast.full:
-                return self._send("reload", ctx.now)
-        return None
+                return self._send(Action.START_RELOAD, now, tuple(pairs))
+        return IDLE
 
     def _block_lists(self) -> list[list[Any]]:
         """Every request's block list in every KV-cache group that uses the ballast's pool."""
@@ -114,29 +120,30 @@ class Residency:
             for blocks in manager.req_to_blocks.values()
         ]
 
-    def _send(self, command: str, now: float) -> str:
-        self._in_flight = command
+    def _send(self, action: Action, now: float, pairs: tuple[Pair, ...]) -> WorkerMessage:
+        self._in_flight = action
         self._log.write(
             "event",
-            event=f"{command}_start",
+            event=f"{_NAMES[action]}_start",
             mono=now,
             ballast=self.ballast.held,
-            migrated=len(self.pairs),
+            migrated=len(pairs),
         )
-        return command
+        return WorkerMessage(residency=action, migration=pairs)
 
     def after_step(self) -> str | None:
-        """The worker has executed the step that carried the last command (returned)."""
-        command, self._in_flight = self._in_flight, None
-        if command is None:
+        """The worker has executed the step that carried the last transfer (its name)."""
+        action, self._in_flight = self._in_flight, Action.NONE
+        if action is Action.NONE:
             return None
         now = time.monotonic()
-        if command == "offload":
+        if action is Action.START_OFFLOAD:
             released = self.ballast.release()
             self.controller.offload_done(now)
         else:
             released = 0
             self.controller.reload_done(now)
+        command = _NAMES[action]
         self._log.write("event", event=f"{command}_done", mono=now, released=released)
         self._log.write("summary", **self.controller.summary(now))
         return command
