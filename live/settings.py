@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 
 KEY = "nightjar"
@@ -39,7 +40,7 @@ class LiveSettings:
     # At gamma 0: "sync" runs the draft over the new tokens anyway (vLLM's own
     # behaviour: its KV stays current); "skip" does not run it at all (its KV goes
     # stale for those tokens, which costs acceptance later, never correctness).
-    draft_kv: str = "sync"
+    draft_kv: str = DEFAULT_DRAFT_KV
     # Draft residency. ``memory`` holds nightjar.memory.MemoryConfig fields;
     # ``None`` keeps the draft resident for the whole run.
     memory: dict[str, Any] | None = None
@@ -69,7 +70,7 @@ class LiveSettings:
             raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
         if self.reload_cost_s is not None and not self.reload_cost_s >= 0.0:
             raise NightjarInputError(f"reload cost must be >= 0 s, got {self.reload_cost_s}")
-        if self.draft_kv not in ("sync", "skip"):
+        if self.draft_kv not in DRAFT_KV_MODES:
             raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
         if self.reload not in ("drain", "migrate"):
             raise NightjarInputError(f"reload mode must be drain or migrate, got {self.reload!r}")

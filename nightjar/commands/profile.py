@@ -72,12 +72,19 @@ def add_parser(sub: Any) -> None:
     m.add_argument(
         "--workload", default="synthetic", help="workload the measured acceptance is stored as"
     )
-    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--seed", type=int, default=0, help="seed of the engines and prompts")
     m.add_argument(
         "--in-process",
         action="store_true",
         help="engine core in this process: quick start, but steps faster than a live run's",
     )
+    m.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show vLLM's whole log (by default warnings only; the full log is written next "
+        "to --out as NAME.vllm.log either way)",
+    )
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 

@@ -87,6 +87,9 @@ def run_measured(args: argparse.Namespace) -> int:
     draft = resolve_model(draft_arg, "draft")
     vocab = check_pair(target, draft)
 
+    from nightjar.live import logs
+
+    log_file = logs.configure(out.parent / f"{out.stem}.vllm.log", args.verbose)
     from nightjar.live.plugins.engine import prepare_env
 
     prepare_env()
@@ -114,10 +117,17 @@ def run_measured(args: argparse.Namespace) -> int:
     )
     plan.check()
 
-    def say(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
+    from nightjar.progress import LazyProgress
 
-    data = measure_profile(plan, say)
+    with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
+
+        def tick(engine: str, done: int, total: int) -> None:
+            if engine not in bar:
+                bar.add(engine, float(total))
+            bar.update(engine, float(done))
+
+        data = measure_profile(plan, bar.print, tick)
+    print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
     if out.exists() and not args.force:  # appeared while we measured
         raise NightjarInputError(f"refusing to overwrite {out} (use --force)")

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered
 
@@ -24,11 +25,14 @@ def add_parser(sub: Any) -> None:
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
         f" default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gamma-max", type=int, default=4)
-    p.add_argument("--draft-kv", choices=["skip", "sync"], default="skip",
-                   help="skip the draft at gamma 0 and rebuild its KV later, or keep it in sync")
-    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric")
+    p.add_argument("--seed", type=int, default=0, help="seed of acceptance draws and policies")
+    p.add_argument("--gamma-max", type=int, default=4,
+                   help="longest speculation a policy may choose")
+    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
+                   help="at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip "
+                   "the draft and rebuild its KV later")
+    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric",
+                   help="accepted-drafts model (docs/simulator.md)")
     p.add_argument("--offload", choices=["on", "off"], default="off",
                    help="move the draft to host memory under KV pressure")
     p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
