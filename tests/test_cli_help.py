@@ -49,6 +49,7 @@ def test_one_draft_kv_default_everywhere() -> None:
 
     assert SimConfig().draft_kv_mode.value == DEFAULT_DRAFT_KV == LiveSettings().draft_kv
     parser = build_parser()
-    commands = (["sim"], ["validate", "--live-run", "x", "--profile", "p"], ["live", "--model", "m"])
+    validate = ["validate", "--live-run", "x", "--profile", "p"]
+    commands = (["sim"], validate, ["live", "--model", "m"])
     for argv in commands:
         assert parser.parse_args(argv).draft_kv == DEFAULT_DRAFT_KV, argv
