@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -37,7 +38,7 @@ def outcome(gamma: int, batch: int = 4, drafted: int = 0, accepted: int = 0) -> 
 class Scripted:
     """Returns the scripted decisions in turn and records what it is told."""
 
-    decisions: list[Decision]
+    decisions: Sequence[Decision]
     name: str = "scripted"
     asked: list[StepContext] = field(default_factory=list)
     seen: list[StepOutcome] = field(default_factory=list)
@@ -157,7 +158,7 @@ def test_worker_message_is_typed_frozen_and_picklable() -> None:
     msg = WorkerMessage(Action.START_RELOAD, ((120, 3), (121, 4)))
     assert pickle.loads(pickle.dumps(msg)) == msg
     with pytest.raises(AttributeError):
-        msg.residency = Action.NONE  # type: ignore[misc]
+        msg.residency = Action.NONE  # type: ignore[misc, unused-ignore]
     with pytest.raises(ValueError, match="only with a reload"):
         WorkerMessage(Action.START_OFFLOAD, ((1, 2),))
 
