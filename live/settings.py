@@ -14,6 +14,7 @@ from typing import Any
 
 from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
+from nightjar.memory import MemoryConfig
 
 KEY = "nightjar"
 
@@ -41,9 +42,9 @@ class LiveSettings:
     # behaviour: its KV stays current); "skip" does not run it at all (its KV goes
     # stale for those tokens, which costs acceptance later, never correctness).
     draft_kv: str = DEFAULT_DRAFT_KV
-    # Draft residency. ``memory`` holds nightjar.memory.MemoryConfig fields;
-    # ``None`` keeps the draft resident for the whole run.
-    memory: dict[str, Any] | None = None
+    # Draft residency: the memory controller's thresholds; ``None`` keeps the draft
+    # resident for the whole run.
+    memory: MemoryConfig | None = None
     # Service seconds a reload costs, for the controller's early reload on forgone
     # speculation gain (priced with ``profile``); ``None`` turns that reload off.
     reload_cost_s: float | None = None
@@ -79,7 +80,7 @@ class LiveSettings:
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")
 
     def to_additional_config(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = dataclasses.asdict(self)  # also turns ``memory`` into a plain dict
         # JSON object keys are strings; from_config turns them back into ints.
         data["forced_residency"] = {str(k): v for k, v in self.forced_residency.items()}
         return {KEY: data}
@@ -88,4 +89,9 @@ class LiveSettings:
     def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
         data = dict((additional_config or {}).get(KEY) or {})
         forced = data.pop("forced_residency", {}) or {}
-        return cls(**data, forced_residency={int(k): str(v) for k, v in forced.items()})
+        memory = data.pop("memory", None)
+        return cls(
+            **data,
+            memory=MemoryConfig(**memory) if memory is not None else None,
+            forced_residency={int(k): str(v) for k, v in forced.items()},
+        )

@@ -40,11 +40,8 @@ _NAMES = {Action.START_OFFLOAD: "offload", Action.START_RELOAD: "reload"}
 
 def memory_controller(settings: LiveSettings, draft_blocks: int) -> MemoryController:
     """The controller the settings describe; disabled when ``settings.memory`` is None."""
-    return MemoryController(
-        MemoryConfig(**(settings.memory or {"enabled": False})),
-        draft_blocks,
-        settings.reload_cost_s,
-    )
+    config = settings.memory if settings.memory is not None else MemoryConfig(enabled=False)
+    return MemoryController(config, draft_blocks, settings.reload_cost_s)
 
 
 def draft_weight_bytes(model_path: str) -> int:

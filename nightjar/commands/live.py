@@ -36,8 +36,9 @@ MEMORY_FLAGS: tuple[tuple[str, type, str], ...] = (
 )
 
 
-def memory_settings(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The MemoryConfig fields for ``LiveSettings.memory``; validated here (exit 2)."""
+def memory_settings(args: argparse.Namespace) -> Any:
+    """``LiveSettings.memory``: a MemoryConfig, or None with ``--offload off`` (exit 2 on
+    a bad value or a threshold given without ``--offload on``)."""
     from nightjar.memory import MemoryConfig
 
     given = {
@@ -52,8 +53,7 @@ def memory_settings(args: argparse.Namespace) -> dict[str, Any] | None:
             first = "--" + next(iter(given)).replace("_", "-")
             raise NightjarInputError(f"{first} sets the memory controller: add --offload on")
         return None
-    MemoryConfig(**given)  # raises a one-line NightjarInputError on a bad value
-    return given
+    return MemoryConfig(**given)  # raises a one-line NightjarInputError on a bad value
 
 
 def add_parser(sub: Any) -> None:

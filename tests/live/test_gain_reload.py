@@ -14,6 +14,7 @@ from typing import Any
 from nightjar.live.plugins.engine import EngineSpec
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
+from nightjar.memory import MemoryConfig
 
 OFFLOAD_AT = 6  # the scheduler step that carries a forced offload
 RELOAD_COST_S = 0.03
@@ -47,7 +48,7 @@ def test_forgone_gain_triggers_a_live_reload(
         ballast_blocks=4,
         # The room-based reload can never fire (k_reload and the hold are out of reach);
         # only the gain hook can bring the draft back.
-        memory={"min_dwell_s": 0.0, "k_reload": 10**6, "reload_hold_s": 1e6, "max_dwell_s": 1e6},
+        memory=MemoryConfig(min_dwell_s=0.0, k_reload=10**6, reload_hold_s=1e6, max_dwell_s=1e6),
         reload_cost_s=RELOAD_COST_S,
         profile=_step_table(tmp_path / "table.json"),
         forced_residency={OFFLOAD_AT: "offload"},
