@@ -1,7 +1,7 @@
 """Quiet engines: vLLM's log goes to a file in full and to the terminal only where it matters.
 
 vLLM prints screens of INFO lines and repeated warnings per engine it starts (a measured
-profile starts several), which bury Nightjar's own progress. :func:`configure` writes a
+profile starts several), which bury Nightjar's own progress. :func:`configured` writes a
 ``logging`` dict-config and points ``VLLM_LOGGING_CONFIG_PATH`` at it before vLLM is
 imported; engine-core processes inherit the environment, so they log the same way. The
 terminal gets warnings and errors (every record with ``--verbose``), minus the known
@@ -16,7 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # Warnings vLLM 0.32.0 (CPU) repeats on every engine start or shutdown that say nothing
@@ -83,21 +86,44 @@ def config(log_file: Path, verbose: bool) -> dict[str, object]:
     }
 
 
-def configure(log_file: Path, verbose: bool = False) -> Path:
-    """Route vLLM's logging for this process and its children; returns the log file.
+@contextmanager
+def configured(log_file: Path, verbose: bool = False) -> Iterator[Path]:
+    """Route vLLM's logging for this process and the engines it starts while inside.
 
-    Call before vLLM is imported. The config file sits next to the log file.
+    Yields the log file. vLLM must not have configured its logging in this process yet
+    for the terminal filter to apply here too; engine-core processes started inside
+    always read it. The environment and Python's warning filters are restored on exit,
+    so nothing leaks into later engines (tests run many in one process).
     """
     log_file = log_file.resolve()
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    path = log_file.with_name(".vllm-logging.json")
-    path.write_text(json.dumps(config(log_file, verbose)), encoding="utf-8")
-    os.environ["VLLM_CONFIGURE_LOGGING"] = "1"
-    os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(path)
-    os.environ["VLLM_LOGGING_LEVEL"] = "DEBUG" if verbose else "INFO"
+    with tempfile.TemporaryDirectory(prefix="nightjar-logging-") as tmp:
+        path = Path(tmp) / "vllm-logging.json"
+        path.write_text(json.dumps(config(log_file, verbose)), encoding="utf-8")
+        with _environment(path, verbose):
+            yield log_file
+
+
+@contextmanager
+def _environment(path: Path, verbose: bool) -> Iterator[None]:
+    env = {
+        "VLLM_CONFIGURE_LOGGING": "1",
+        "VLLM_LOGGING_CONFIG_PATH": str(path),
+        "VLLM_LOGGING_LEVEL": "DEBUG" if verbose else "INFO",
+    }
     if not verbose:
-        for key, value in _QUIET_ENV.items():
-            os.environ.setdefault(key, value)
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-    return log_file
+        env.update({k: v for k, v in _QUIET_ENV.items() if k not in os.environ})
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        with warnings.catch_warnings():
+            if not verbose:
+                warnings.simplefilter("ignore", FutureWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old

@@ -305,35 +305,34 @@ def _replay_all(
         trace = _head(trace, args.max_requests)
     out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out_dir(out, args.force)
-    log_file = logs.configure(out / "vllm.log", args.verbose)
+    with logs.configured(out / "vllm.log", args.verbose) as log_file:
+        from nightjar.live.plugins.engine import prepare_env
 
-    from nightjar.live.plugins.engine import prepare_env
+        prepare_env()
+        from nightjar.live.replay import ReplayOptions, replay
 
-    prepare_env()
-    from nightjar.live.replay import ReplayOptions, replay
-
-    console = Console(stderr=True)
-    results: list[Any] = []
-    with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
-        for i, spec in enumerate(specs):
-            step_log = out / f".steps-{i}.jsonl"
-            step_log.unlink(missing_ok=True)  # the scheduler appends
-            settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
-            engine = _engine_spec(args, target, draft, settings)
-            label = f"{i + 1}/{len(specs)} {spec}"
-            bar.add(label, float(len(trace)))
-            started = time.monotonic()
-            result, _ = replay(
-                trace,
-                engine,
-                ReplayOptions(args.time_scale, vocab, args.seed),
-                progress=lambda done, label=label: bar.update(label, float(done)),
-            )
-            bar.print(
-                f"[bold]{spec}[/]: {len(trace)} requests in {time.monotonic() - started:.0f} s"
-            )
-            result.policy = spec
-            results.append(result)
+        console = Console(stderr=True)
+        results: list[Any] = []
+        with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
+            for i, spec in enumerate(specs):
+                step_log = out / f".steps-{i}.jsonl"
+                step_log.unlink(missing_ok=True)  # the scheduler appends
+                settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
+                engine = _engine_spec(args, target, draft, settings)
+                label = f"{i + 1}/{len(specs)} {spec}"
+                bar.add(label, float(len(trace)))
+                started = time.monotonic()
+                result, _ = replay(
+                    trace,
+                    engine,
+                    ReplayOptions(args.time_scale, vocab, args.seed),
+                    progress=lambda done, label=label: bar.update(label, float(done)),
+                )
+                bar.print(
+                    f"[bold]{spec}[/]: {len(trace)} requests in {time.monotonic() - started:.0f} s"
+                )
+                result.policy = spec
+                results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     Console().print(summary_table([summarize(r) for r in results], None, title=title))
     write_all(results, out, force=True, report_title=None if args.no_report else title)
