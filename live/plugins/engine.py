@@ -25,7 +25,7 @@ def prepare_env() -> None:
     """Set the process environment vLLM reads at import time (call before importing vllm)."""
     # Per-step K for draft models only works in the V1 model runner.
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
-    # Without nightjar.live.logs.configure (the CLI calls it), warnings only.
+    # Without nightjar.live.logs.configured (the CLI uses it), warnings only.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     preload = os.environ.get("LD_PRELOAD", "")
     if "libiomp5" not in preload and not os.environ.get("CUDA_VISIBLE_DEVICES"):
