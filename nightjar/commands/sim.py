@@ -12,6 +12,7 @@ from rich.console import Console
 from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered
+from nightjar.profile import DEFAULT_PROFILE
 
 DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
 
@@ -19,7 +20,8 @@ DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "night
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
-    p.add_argument("--profile", default=None, help="bundled profile name or path")
+    p.add_argument("--profile", default=None,
+                   help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
     p.add_argument(
         "--policy", action="append", dest="policies", metavar="SPEC",
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
