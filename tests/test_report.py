@@ -222,6 +222,9 @@ def test_report_without_oracle_and_empty_input(tmp_path: Path) -> None:
     assert "fixed:2" in text and "regret" not in text.lower()
     with pytest.raises(NightjarInputError):
         build_page(ResultSet.build([]))
+    # A run that never stepped (e.g. an empty live replay) still gets its page.
+    empty = RunResult("nospec", "live", "t", "p", 0, 0.0)
+    assert "nospec" in build_page(ResultSet.build([empty]))
 
 
 def test_write_all_adds_report(tmp_path: Path) -> None:
