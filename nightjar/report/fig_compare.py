@@ -22,10 +22,11 @@ def bars_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> go.F
     """Horizontal bars, one row per policy (names stay legible for a dozen policies)."""
     with_regret = any(r.regret is not None for r in runs)
     panels = ["output throughput", "E2E latency: bar mean, ◆ p99", "goodput"]
-    units = ["tokens/s", "seconds", "requests/s"]
+    slo_short = f"TTFT ≤ {slo.ttft_s:g} s, TPOT ≤ {slo.tpot_s * 1e3:g} ms"
+    units = ["tokens/s", "seconds", f"requests/s meeting the SLO<br>({slo_short})"]
     if with_regret:
         panels.append("regret vs oracle")
-        units.append("% per-token latency over the oracle's")
+        units.append("% per-token latency<br>over the oracle's")
     fig = make_subplots(
         rows=1, cols=len(panels), subplot_titles=panels, shared_yaxes=True,
         horizontal_spacing=0.035,

@@ -4,8 +4,9 @@ Sections, top to bottom (the page is at most 1200 px wide, so a 1280 px window
 never scrolls sideways, for any number of policies):
 
 1. the summary table and the SLO the goodput counts against;
-2. comparison bars (throughput, E2E mean and p99, goodput, regret), one row per policy;
-3. latency ECDFs, every policy overlaid, SLO limits marked; cumulative regret curves;
+2. comparison bars (throughput, E2E mean and p99, goodput, regret), one row per policy,
+   and the cumulative regret curves against the oracle;
+3. latency ECDFs, every policy overlaid, SLO limits marked;
 4. over time, every policy overlaid: arrivals (own panel), waiting queue, batch,
    throughput, step time, acceptance;
 5. per policy: gamma over time, KV blocks with the draft's residency as a band, and
@@ -96,11 +97,6 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
         " meaning.</p>",
         "<h2>Comparison</h2>",
         _div(bars_figure(runs, colors, slo)),
-        "<h2>Latency</h2>",
-        "<p class='note'>Share of finished requests at or below each latency (ECDF, log"
-        " scale); dotted lines: the SLO limits. Click a policy in the legend to hide it,"
-        " double-click to show it alone.</p>",
-        _div(latency_figure(runs, colors, slo)),
     ]
     regret = regret_figure(results, colors)
     if regret is not None:
@@ -110,6 +106,13 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
             " steps that ended by each time.</p>",
             _div(regret),
         ]
+    parts += [
+        "<h2>Latency</h2>",
+        "<p class='note'>Share of finished requests at or below each latency (ECDF, log"
+        " scale); dotted lines: the SLO limits. Click a policy in the legend to hide it,"
+        " double-click to show it alone.</p>",
+        _div(latency_figure(runs, colors, slo)),
+    ]
     parts += [
         "<h2>Over time</h2>",
         f"<p class='note'>Each run is cut into {TIME_BINS} equal time bins on one time axis;"
