@@ -47,6 +47,9 @@ class ResultSet:
     runs: tuple[PolicyRun, ...]
     slo: Slo
     title: str
+    # The longest speculation the engine allowed (the report's gamma axes); None:
+    # unknown, the report uses the largest gamma any run used.
+    gamma_max: int | None = None
 
     @classmethod
     def build(
@@ -56,6 +59,7 @@ class ResultSet:
         title: str = "",
         slo: Slo | None = None,
         oracle_policy: str | None = ORACLE,
+        gamma_max: int | None = None,
     ) -> ResultSet:
         """Summarize every run once and take regrets against the oracle runs.
 
@@ -77,7 +81,7 @@ class ResultSet:
                     slug=slug,
                 )
             )
-        return cls(tuple(runs), slo, title)
+        return cls(tuple(runs), slo, title, gamma_max)
 
     @property
     def results(self) -> list[RunResult]:

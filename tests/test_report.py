@@ -222,6 +222,9 @@ def test_report_without_oracle_and_empty_input(tmp_path: Path) -> None:
     assert "fixed:2" in text and "regret" not in text.lower()
     with pytest.raises(NightjarInputError):
         build_page(ResultSet.build([]))
+    # The engine's gamma_max sets the gamma axes even when no run went that high.
+    wide = ResultSet.build([run], gamma_max=6)
+    assert '"range":[-0.2,6.2]' in build_page(wide).replace(" ", "")
     # A run that never stepped (e.g. an empty live replay) still gets its page.
     empty = RunResult("nospec", "live", "t", "p", 0, 0.0)
     assert "nospec" in build_page(ResultSet.build([empty]))

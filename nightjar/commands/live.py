@@ -272,7 +272,9 @@ def _replay_all(
         results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
-    result_set = ResultSet.build(results, title=title, oracle_policy=None)
+    result_set = ResultSet.build(
+        results, title=title, oracle_policy=None, gamma_max=args.gamma_max
+    )
     Console().print(summary_table(result_set.summaries, None, title=title))
     write_all(
         result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
 
     title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
-    result_set = ResultSet.build(results, title=title)
+    result_set = ResultSet.build(results, title=title, gamma_max=args.gamma_max)
     console = Console()
     console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
     write_all(

@@ -76,7 +76,8 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
     slo = runs[0].summary.slo
     span = span_of([r.result for r in runs])
     series = {r.policy: time_series(r.result, span) for r in runs}
-    gamma_max = max(1, *(max((s.gamma for s in r.result.steps), default=0) for r in runs))
+    used = max(max((s.gamma for s in r.result.steps), default=0) for r in runs)
+    gamma_max = max(1, used, results.gamma_max or 0)
     kv_max = max(
         1.0, *(float(np.nanmax(series[r.policy].kv_total, initial=0.0)) for r in runs)
     )
