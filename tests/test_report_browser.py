@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from nightjar.profile import DEFAULT_PROFILE, load_profile
 from nightjar.report import write_report
+from nightjar.results import ResultSet
+from nightjar.sim import SimConfig, simulate_many
+from nightjar.trace import load_trace
 from tests.browser import load
 from tests.test_report import twelve
 
@@ -33,3 +37,15 @@ def test_a_figure_that_does_not_draw_fails_the_check(report: Path, tmp_path: Pat
     page = load(broken, width=1280)
     assert sum(not ok for ok in page.rendered.values()) == 1
     assert any("noSuchCall" in m for m in page.console), page.console
+
+
+def test_a_simulated_run_renders_too(tmp_path: Path) -> None:
+    runs = simulate_many(
+        load_trace("steady_low"), load_profile(DEFAULT_PROFILE),
+        ["nospec", "nightjar", "oracle"], SimConfig(seed=0),
+    )
+    path = write_report(ResultSet.build(runs, title="steady_low"), tmp_path / "report.html")
+    page = load(path, width=1280)
+    assert page.console == []
+    assert len(page.rendered) == 4 + 3 and all(page.rendered.values())
+    assert page.scroll_width is not None and page.scroll_width <= 1280
