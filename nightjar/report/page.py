@@ -110,8 +110,8 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
     parts += [
         "<h2>Latency</h2>",
         "<p class='note'>Share of finished requests at or below each latency (ECDF, log"
-        " scale); dotted lines: the SLO limits. Click a policy in the legend to hide it,"
-        " double-click to show it alone.</p>",
+        f" scale, drawn at {ECDF_POINTS} quantiles); dotted lines: the SLO limits. Click a"
+        " policy in the legend to hide it, double-click to show it alone.</p>",
         _div(latency_figure(runs, colors, slo)),
     ]
     parts += [
@@ -127,8 +127,8 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
         " used (coloured) and the blocks the scheduler may hand out (grey dashed; it grows"
         " while the draft is offloaded); the purple bar under the curve marks bins where the"
         " draft model was resident in at least half of the steps. Heatmap: for each"
-        " batch-size bin, the share of its decode steps that ran each gamma (columns sum to"
-        f" 100%). Latency ECDFs are drawn at {ECDF_POINTS} quantiles.</p>",
+        " batch-size bin (a row), the share of its decode steps that ran each gamma (rows sum to"
+        " 100%).</p>",
         *(
             _div(policy_figure(r, series[r.policy], colors[r.policy], span_s=span,
                                gamma_max=gamma_max, kv_max=kv_max, batch_top=batch_top))
