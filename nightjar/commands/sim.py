@@ -43,16 +43,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--report-cdn", action="store_true",
+                   help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.metrics import summarize
     from nightjar.output import write_all
     from nightjar.profile import DEFAULT_PROFILE, load_profile
     from nightjar.progress import LazyProgress
-    from nightjar.regret import regret
+    from nightjar.results import ResultSet
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
@@ -85,15 +86,12 @@ def run(args: argparse.Namespace) -> int:
             bar.add(spec, trace.duration_s)
         results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
 
-    oracle = next((r for r in results if r.policy == "oracle"), None)
-    summaries = [summarize(r) for r in results]
-    regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
-    console = Console()
     title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
-    console.print(summary_table(summaries, regrets, title=title))
+    result_set = ResultSet.build(results, title=title, gamma_max=args.gamma_max)
+    console = Console()
+    console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
     write_all(
-        results, out, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
-        report_title=None if args.no_report else title,
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
     )
     console.print(f"wrote {out}/")
     return 0
