@@ -37,6 +37,11 @@ HARMLESS: tuple[tuple[str, str], ...] = (
     ("vllm.v1.engine.input_processor", "Passing raw prompts"),
     # Engine cores that outlive a grace period at shutdown are killed: expected here.
     ("vllm.v1.utils", "[shutdown] Process manager: force killing"),
+    # A race in vLLM's executor shutdown: every worker exited as the wait timed out.
+    (
+        "vllm.v1.executor",
+        "[shutdown] Executor: workers still running after grace period; sending SIGTERM count=0",
+    ),
 )
 # What else writes to the terminal outside ``logging`` (children inherit these):
 # tqdm bars while loading weights, Python warnings, and torch's C++ warnings.

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
+from nightjar.errors import NightjarInputError
+from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
+from nightjar.live.plugins.startup import startup_cause
 from nightjar.live.steplog import read_log
 from nightjar.records import RequestRecord, RunResult
 from nightjar.trace import Trace
@@ -94,7 +96,13 @@ async def _replay(
     from vllm.v1.engine.async_llm import AsyncLLM
 
     prompts, clipped = _prompts(trace, spec, opts)
-    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(spec)))
+    try:
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(spec)))
+    except RuntimeError as exc:
+        cause = startup_cause(spec.settings.error_file)
+        if cause is None:
+            raise
+        raise NightjarInputError(f"the engine cannot start: {cause}") from exc
     n = len(trace)
     arrivals = trace.arrival_s * opts.time_scale
     records = [
@@ -130,7 +138,9 @@ async def _replay(
                 progress(n - len(pending))
         duration = time.monotonic() - t0
     finally:
-        engine.shutdown()
+        # vLLM's default grace (5 s) can kill the engine core mid-teardown, which
+        # leaks its shared-memory queues; it exits by itself well within this.
+        engine.shutdown(timeout=SHUTDOWN_GRACE_S)
         # Drop it now: AsyncLLM.__del__ at interpreter exit would shut down again.
         del engine
     result = RunResult(
@@ -181,4 +191,8 @@ def replay(
     if spec.settings.step_log is None:
         log = Path(tempfile.mkdtemp(prefix="nightjar-live-")) / "steps.jsonl"
         spec = replace(spec, settings=replace(spec.settings, step_log=str(log)))
+    if spec.settings.error_file is None:
+        error_file = Path(spec.settings.step_log).with_suffix(".startup-error")
+        error_file.unlink(missing_ok=True)
+        spec = replace(spec, settings=replace(spec.settings, error_file=str(error_file)))
     return asyncio.run(_replay(trace, spec, opts, progress))

@@ -22,6 +22,10 @@ from typing import Any
 
 from nightjar.live.plugins.engine import EngineSpec, engine_kwargs, prepare_env
 
+# nightjar.live.metrics reads the scheduler's start-up error file from here (it
+# imports vllm, so serve cannot import the name from it).
+ERROR_FILE_ENV = "NIGHTJAR_ERROR_FILE"
+
 # engine_kwargs keys that vLLM's server takes as JSON rather than plain values.
 _JSON_FLAGS = ("additional_config", "speculative_config")
 
@@ -64,12 +68,15 @@ def serve(spec: EngineSpec, host: str, port: int, extra: list[str]) -> int:
     """Run the server in the foreground until it exits; returns its exit code."""
     state_dir = Path(tempfile.mkdtemp(prefix="nightjar-serve-"))
     state_file = str(state_dir / "state.json")
+    error_file = str(state_dir / "startup-error")
     spec = dataclasses.replace(
-        spec, settings=dataclasses.replace(spec.settings, state_file=state_file)
+        spec,
+        settings=dataclasses.replace(spec.settings, state_file=state_file, error_file=error_file),
     )
     prepare_env()
     argv = server_argv(spec, host, port, extra, state_file)
+    env = {**os.environ, ERROR_FILE_ENV: error_file}
     try:
-        return subprocess.run(argv, env=dict(os.environ), check=False).returncode
+        return subprocess.run(argv, env=env, check=False).returncode
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)

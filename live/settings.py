@@ -60,6 +60,9 @@ class LiveSettings:
     # Snapshot file of Nightjar's state (nightjar.live.state), rewritten a few
     # times a second; ``--serve`` exports it as Prometheus metrics.
     state_file: str | None = None
+    # Where the scheduler writes a one-line start-up failure before its process
+    # exits with code 2 (nightjar.live.plugins.startup); the caller reports it.
+    error_file: str | None = None
     # Test hook: forced residency actions at given step indices ({step: "offload" |
     # "reload"}), bypassing the controller, to exercise offload/reload cycles.
     forced_residency: dict[int, str] = field(default_factory=dict)

@@ -32,6 +32,8 @@ class LiveState:
     batch_size: int = 0
     kv_total_blocks: int = 0  # blocks the scheduler may hand out now
     kv_withheld_blocks: int = 0  # the draft's ballast, withheld while it is resident
+    kv_used_blocks: int = 0  # blocks held by requests (not the ballast)
+    kv_free_blocks: int = 0  # blocks free for requests
     steps: int = 0
     spec_steps: int = 0  # steps that verified drafts (gamma > 0)
     drafted: int = 0
@@ -39,6 +41,7 @@ class LiveState:
     emitted: int = 0
     offloads: int = 0  # completed offloads
     reloads: int = 0  # completed reloads
+    migrated_blocks: int = 0  # KV blocks copied out of the ballast region by reloads
     updated_mono: float = 0.0
 
 
@@ -57,6 +60,8 @@ class StateWriter:
         s.gamma, s.chosen_gamma = record.gamma, chosen
         s.draft_state, s.batch_size = record.draft_state, record.batch_size
         s.kv_total_blocks, s.kv_withheld_blocks = record.kv_total_blocks, withheld
+        s.kv_used_blocks = record.kv_used_blocks
+        s.kv_free_blocks = max(0, record.kv_total_blocks - record.kv_used_blocks)
         s.steps += 1
         s.spec_steps += int(record.gamma > 0 and record.batch_size > 0)
         s.drafted += record.drafted
@@ -64,7 +69,17 @@ class StateWriter:
         s.emitted += record.emitted
         self.maybe_flush()
 
-    def residency_done(self, command: str) -> None:
+    def kv(self, total: int, free: int, withheld: int, flush: bool) -> None:
+        """Pool figures outside a step (a request freed or aborted); ``flush`` when idle,
+        since the engine may not step again for a long time."""
+        s = self.state
+        s.kv_total_blocks, s.kv_free_blocks, s.kv_withheld_blocks = total, free, withheld
+        s.kv_used_blocks = max(0, total - free)
+        if flush:
+            self.flush()
+
+    def residency_done(self, command: str, migrated: int = 0) -> None:
+        self.state.migrated_blocks += migrated
         if command == "offload":
             self.state.offloads += 1
         else:

@@ -19,6 +19,11 @@ from nightjar.live.settings import LiveSettings
 SCHEDULER = "nightjar.live.plugins.scheduler.NightjarScheduler"
 ASYNC_SCHEDULER = "nightjar.live.plugins.scheduler.NightjarAsyncScheduler"
 WORKER = "nightjar.live.plugins.worker.NightjarWorker"
+# Seconds an engine-core process gets to exit by itself at shutdown before vLLM kills
+# it. vLLM's default (5 s for an engine, 0 behind its API server) kills it mid-teardown
+# on a busy CPU, so its shared-memory message queues are never unlinked
+# ("resource_tracker: ... leaked shared_memory objects").
+SHUTDOWN_GRACE_S = 30.0
 
 
 def prepare_env() -> None:

@@ -30,6 +30,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
 from nightjar.driver import StepDriver
 from nightjar.live.plugins.message import attach, message_of
+from nightjar.live.plugins.startup import reports_startup_errors
 from nightjar.live.plugins.stepstats import StepStats
 from nightjar.live.profiling.latency import load_latency
 from nightjar.live.residency.coordinator import (
@@ -50,6 +51,7 @@ from nightjar.types import StepContext
 class NightjarSchedulerMixin:
     """The Nightjar hooks; combined with vLLM's sync or async scheduler below."""
 
+    @reports_startup_errors  # type: ignore[untyped-decorator, unused-ignore]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         check_vllm_version()
         super().__init__(*args, **kwargs)
@@ -82,6 +84,8 @@ class NightjarSchedulerMixin:
         self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
         self.nj_stats = StepStats()
         self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
+        held = self.nj_residency.ballast.held  # the pool as operators first see it
+        self.nj_state.kv(self.nj_pool_blocks - held, self.nj_pool_blocks - held, held, True)
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
         self.nj_log.write(
             "event",
@@ -155,10 +159,11 @@ class NightjarSchedulerMixin:
             self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:
                 self.nj_driver.finish(step_outcome)
-        if message_of(scheduler_output).residency is not Action.NONE:
+        message = message_of(scheduler_output)
+        if message.residency is not Action.NONE:
             done = self.nj_residency.after_step()
             if done is not None:
-                self.nj_state.residency_done(done)
+                self.nj_state.residency_done(done, len(message.migration))
         result = super().update_from_output(  # type: ignore[misc]
             scheduler_output, model_runner_output
         )
@@ -177,7 +182,17 @@ class NightjarSchedulerMixin:
             accepted=accepted,
             preemptions=request.num_preemptions,
         )
-        return super()._free_request(request, *args, **kwargs)  # type: ignore[misc]
+        result = super()._free_request(request, *args, **kwargs)  # type: ignore[misc]
+        # Finished or aborted (a client gone): the snapshot must show the blocks back.
+        sched: Any = self
+        held = self.nj_residency.ballast.held
+        self.nj_state.kv(
+            self.nj_pool_blocks - held,
+            sched.kv_cache_manager.block_pool.get_num_free_blocks(),
+            held,
+            flush=not sched.running and not sched.waiting,
+        )
+        return result
 
     def shutdown(self) -> None:
         self.nj_log.write("summary", **self.nj_driver.controller.summary(time.monotonic()))

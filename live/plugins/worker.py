@@ -18,6 +18,7 @@ docs/live.md.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, cast
 
@@ -32,6 +33,16 @@ from nightjar.live.settings import LiveSettings
 from nightjar.memory import Action
 
 log = init_logger(__name__)
+
+# Test-only fault injection: a comma-separated list of KIND[:N] (KIND "offload" or
+# "reload", N default 1): the worker's N-th transfer of that kind raises before it
+# moves anything, as a failed copy would. Read once per worker; never set it in
+# production.
+FAULT_ENV = "NIGHTJAR_TEST_FAULT"
+
+
+class InjectedFault(RuntimeError):
+    """Raised by the test-only fault hook (:data:`FAULT_ENV`)."""
 
 
 def _base_worker() -> type:
@@ -55,6 +66,10 @@ class NightjarWorkerMixin:
     _nj_draft_runs = 0
     _nj_draft_skips = 0
     _nj_migrated = 0  # KV blocks copied by reload migrations
+    _nj_faults: set[tuple[str, int]] | None = None  # test-only: (kind, n-th) to fail
+    _nj_transfers: dict[str, int] | None = None  # transfers started, per kind
+    _nj_failed: frozenset[str] = frozenset()  # kinds whose failure was logged already
+    _nj_reload_pending = False  # a reload failed: retry it before each step
 
     def _nj_drafter(self) -> Any:
         runner: Any = getattr(self, "model_runner", None)
@@ -118,6 +133,7 @@ class NightjarWorkerMixin:
             "runs": self._nj_draft_runs,
             "skips": self._nj_draft_skips,
             "migrated": self._nj_migrated,
+            "failed": len(self._nj_failed),
         }
 
     def nightjar_draft_parked(self) -> bool:
@@ -150,16 +166,54 @@ class NightjarWorkerMixin:
                 time.perf_counter() - start,
             )
         if message.residency is not Action.NONE:
-            start = time.perf_counter()
             offload = message.residency is Action.START_OFFLOAD
-            moved = self.nightjar_offload() if offload else self.nightjar_reload()
-            log.info(
-                "nightjar: %s moved %.1f MB in %.3f s",
-                "offload" if offload else "reload",
-                moved / 1e6,
-                time.perf_counter() - start,
-            )
+            # A newer command replaces a reload still being retried.
+            self._nj_reload_pending = False
+            self._nj_transfer("offload" if offload else "reload")
+        elif self._nj_reload_pending:
+            self._nj_transfer("reload")
         return super().execute_model(scheduler_output, *args, **kwargs)  # type: ignore[misc]
+
+    def _nj_transfer(self, kind: str) -> None:
+        """Offload or reload the drafter; a failure is logged once and never stops serving.
+
+        A failed offload leaves the drafter resident (usable; the scheduler keeps
+        gamma at 0 while it believes the draft is away). A failed reload leaves it
+        parked: its ``propose`` returns no drafts, so nothing is speculated, and the
+        reload is retried before every later step until it succeeds.
+        """
+        start = time.perf_counter()
+        try:
+            self._nj_inject(kind)
+            moved = self.nightjar_offload() if kind == "offload" else self.nightjar_reload()
+        except Exception:
+            self._nj_reload_pending = kind == "reload"
+            if kind not in self._nj_failed:
+                self._nj_failed = self._nj_failed | {kind}
+                log.exception(
+                    "nightjar: draft %s failed; serving continues %s",
+                    kind,
+                    "with the draft resident" if kind == "offload" else "without speculation",
+                )
+            return
+        self._nj_reload_pending = False
+        log.info(
+            "nightjar: %s moved %.1f MB in %.3f s", kind, moved / 1e6, time.perf_counter() - start
+        )
+
+    def _nj_inject(self, kind: str) -> None:
+        if self._nj_faults is None:
+            faults = set()
+            for item in os.environ.get(FAULT_ENV, "").split(","):
+                name, _, nth = item.strip().partition(":")
+                if name:
+                    faults.add((name, int(nth or 1)))
+            self._nj_faults = faults
+        if self._nj_transfers is None:
+            self._nj_transfers = {}
+        n = self._nj_transfers[kind] = self._nj_transfers.get(kind, 0) + 1
+        if (kind, n) in self._nj_faults:
+            raise InjectedFault(f"nightjar: injected fault in {kind} #{n} ({FAULT_ENV})")
 
 
 NightjarWorker: type = type("NightjarWorker", (NightjarWorkerMixin, _base_worker()), {})

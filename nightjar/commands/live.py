@@ -168,6 +168,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     p.add_argument("--port", type=int, default=8000, help="--serve: port to listen on")
+    # Test hook, hidden from --help: forced residency moves at given engine steps
+    # ("40:offload,80:reload"), so load tests get offload/reload cycles on demand.
+    p.add_argument("--forced-residency", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "vllm_args",
         nargs=argparse.REMAINDER,
@@ -213,6 +216,49 @@ def _reload_cost(args: argparse.Namespace, profile: str | None, memory: Any) -> 
 
     cost: float | None = reload_cost_estimate(load_latency(profile)[0])
     return cost
+
+
+def _forced_residency(spec: str | None) -> dict[int, str]:
+    """``"40:offload,80:reload"`` -> {40: "offload", 80: "reload"} (test hook)."""
+    forced: dict[int, str] = {}
+    for item in (spec or "").split(","):
+        if not item.strip():
+            continue
+        step, _, action = item.partition(":")
+        try:
+            forced[int(step)] = action.strip()
+        except ValueError:
+            raise NightjarInputError(
+                f"--forced-residency wants STEP:offload|reload,..., got {item!r}"
+            ) from None
+    return forced
+
+
+def _check_kv_room(args: argparse.Namespace, draft: str | None, memory: Any) -> None:
+    """Refuse, before vLLM starts, a KV pool the draft's ballast would fill entirely.
+
+    With ``--offload on`` the resident draft withholds as many KV blocks as its weight
+    bytes (docs/live.md); when those bytes reach the whole ``--kv-cache-gb`` no block is
+    left for requests. Exact block counts need vLLM's block size, so a pool that is
+    only nearly full is still caught by the scheduler at start-up (one line, exit 2).
+    """
+    if args.kv_cache_gb is not None and not args.kv_cache_gb > 0:
+        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
+    if draft is None or memory is None or args.kv_cache_gb is None:
+        return
+    if args.ballast_blocks is not None:
+        return  # counted in blocks: the scheduler checks it against the pool
+    from nightjar.live.residency.coordinator import draft_weight_bytes
+
+    draft_bytes = draft_weight_bytes(draft)
+    pool_bytes = args.kv_cache_gb * 2**30
+    if draft_bytes >= pool_bytes:
+        raise NightjarInputError(
+            f"the draft's {draft_bytes / 2**20:.1f} MiB of weights, withheld from the KV "
+            f"pool while it is resident (--offload on), fill the whole pool of "
+            f"{pool_bytes / 2**20:.1f} MiB (--kv-cache-gb {args.kv_cache_gb}): give a larger "
+            "--kv-cache-gb or --offload off"
+        )
 
 
 def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, settings: Any) -> Any:
@@ -265,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
     _check_policies(specs, args.gamma_max)
     if draft is None and any(s != "nospec" for s in specs):
         raise NightjarInputError("policies other than nospec need a draft model (--draft)")
+    _check_kv_room(args, draft if any(s != "nospec" for s in specs) else None, memory)
     base = LiveSettings(
         gamma_max=args.gamma_max,
         seed=args.seed,
@@ -274,6 +321,7 @@ def run(args: argparse.Namespace) -> int:
         ballast_blocks=args.ballast_blocks,
         reload=args.reload,
         profile=profile,
+        forced_residency=_forced_residency(args.forced_residency),
     )
     if args.serve:
         if len(specs) != 1:
@@ -340,13 +388,9 @@ def _replay_all(
                 results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
-    result_set = ResultSet.build(
-        results, title=title, oracle_policy=None, gamma_max=args.gamma_max
-    )
+    result_set = ResultSet.build(results, title=title, oracle_policy=None, gamma_max=args.gamma_max)
     Console().print(summary_table(result_set.summaries, None, title=title))
-    write_all(
-        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
-    )
+    write_all(result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn)
     _write_step_tables(result_set, out)
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0

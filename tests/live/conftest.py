@@ -80,13 +80,15 @@ def make_llm() -> Callable[..., Any]:
     def start(spec: Any) -> Iterator[Any]:
         from vllm import LLM
 
-        from nightjar.live.plugins.engine import engine_kwargs
+        from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
 
         llm = LLM(**engine_kwargs(spec))
         try:
             yield llm
         finally:
-            llm.llm_engine.engine_core.shutdown()
+            # The default grace kills a busy engine core mid-teardown, leaking its
+            # shared-memory queues.
+            llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_GRACE_S)
             del llm
             gc.collect()
 

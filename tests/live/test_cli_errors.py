@@ -134,3 +134,13 @@ def test_missing_trace(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
     _fails(capsys, ["live", "--model", target, "--draft", draft], "give --trace")
     trace = ["--trace", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")]
     _fails(capsys, ["live", "--model", target, "--draft", draft, *trace], "nope.json")
+
+
+def test_draft_that_fills_the_kv_pool_is_refused_before_vllm_starts(
+    capsys: Any, fake_vllm: None, tmp_path: Path
+) -> None:
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 2048)
+    (Path(draft) / "model.safetensors").write_bytes(b"\0" * 3 * 2**20)  # 3 MiB of "weights"
+    argv = ["live", "--serve", "--model", target, "--draft", draft, "--policy", "fixed:2"]
+    _fails(capsys, [*argv, "--offload", "on", "--kv-cache-gb", "0.002"], "fill the whole pool")
+    _fails(capsys, [*argv, "--kv-cache-gb", "-1"], "--kv-cache-gb must be > 0")
