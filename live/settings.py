@@ -66,6 +66,10 @@ class LiveSettings:
     # Test hook: forced residency actions at given step indices ({step: "offload" |
     # "reload"}), bypassing the controller, to exercise offload/reload cycles.
     forced_residency: dict[int, str] = field(default_factory=dict)
+    # The same keyed by milliseconds since the engine's first scheduled step (one
+    # action per step, the earliest due first): cycles that land in the same phase
+    # of a load test however many steps a loaded machine needs.
+    forced_residency_ms: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.gamma_max < 0:
@@ -78,7 +82,7 @@ class LiveSettings:
             raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
         if self.reload not in ("drain", "migrate"):
             raise NightjarInputError(f"reload mode must be drain or migrate, got {self.reload!r}")
-        for step, action in self.forced_residency.items():
+        for step, action in {**self.forced_residency, **self.forced_residency_ms}.items():
             if action not in ("offload", "reload"):
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")
 
@@ -86,15 +90,18 @@ class LiveSettings:
         data = dataclasses.asdict(self)  # also turns ``memory`` into a plain dict
         # JSON object keys are strings; from_config turns them back into ints.
         data["forced_residency"] = {str(k): v for k, v in self.forced_residency.items()}
+        data["forced_residency_ms"] = {str(k): v for k, v in self.forced_residency_ms.items()}
         return {KEY: data}
 
     @classmethod
     def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
         data = dict((additional_config or {}).get(KEY) or {})
         forced = data.pop("forced_residency", {}) or {}
+        forced_ms = data.pop("forced_residency_ms", {}) or {}
         memory = data.pop("memory", None)
         return cls(
             **data,
             memory=MemoryConfig(**memory) if memory is not None else None,
             forced_residency={int(k): str(v) for k, v in forced.items()},
+            forced_residency_ms={int(k): str(v) for k, v in forced_ms.items()},
         )

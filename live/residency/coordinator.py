@@ -67,9 +67,15 @@ class Residency:
         kv_cache_manager: Any,
         log: StepLog,
     ) -> None:
-        self.enabled = settings.memory is not None or bool(settings.forced_residency)
+        self.enabled = (
+            settings.memory is not None
+            or bool(settings.forced_residency)
+            or bool(settings.forced_residency_ms)
+        )
         self.controller = controller
         self.forced = dict(settings.forced_residency)
+        self.forced_ms = dict(settings.forced_residency_ms)
+        self._first_step: float | None = None
         self._kv = kv_cache_manager
         self.migrate = settings.reload == "migrate"
         blocks = controller.draft_blocks if self.enabled else 0
@@ -86,7 +92,16 @@ class Residency:
     def next_step(self) -> Action:
         """Count the step about to be scheduled; the forced test action for it, if any."""
         self.step_index += 1
-        return _FORCED.get(self.forced.pop(self.step_index, ""), Action.NONE)
+        by_step = self.forced.pop(self.step_index, "")
+        if by_step or not self.forced_ms:
+            return _FORCED.get(by_step, Action.NONE)
+        now = time.monotonic()
+        if self._first_step is None:
+            self._first_step = now
+        due = min(self.forced_ms)
+        if (now - self._first_step) * 1000.0 < due:
+            return Action.NONE
+        return _FORCED[self.forced_ms.pop(due)]
 
     def carry_out(self, action: Action, now: float) -> WorkerMessage:
         """Carry out the plan's action for this step; returns the worker's message."""

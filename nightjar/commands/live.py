@@ -169,7 +169,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     p.add_argument("--port", type=int, default=8000, help="--serve: port to listen on")
     # Test hook, hidden from --help: forced residency moves at given engine steps
-    # ("40:offload,80:reload"), so load tests get offload/reload cycles on demand.
+    # ("40:offload,80:reload") or milliseconds after the first step ("t500:offload"),
+    # so load tests get offload/reload cycles on demand.
     p.add_argument("--forced-residency", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "vllm_args",
@@ -218,20 +219,25 @@ def _reload_cost(args: argparse.Namespace, profile: str | None, memory: Any) -> 
     return cost
 
 
-def _forced_residency(spec: str | None) -> dict[int, str]:
-    """``"40:offload,80:reload"`` -> {40: "offload", 80: "reload"} (test hook)."""
-    forced: dict[int, str] = {}
+def _forced_residency(spec: str | None) -> tuple[dict[int, str], dict[int, str]]:
+    """``"40:offload,t800:reload"`` -> ({40: "offload"}, {800: "reload"}) (test hook):
+    engine steps, or milliseconds after the first step when prefixed with ``t``."""
+    by_step: dict[int, str] = {}
+    by_ms: dict[int, str] = {}
     for item in (spec or "").split(","):
         if not item.strip():
             continue
-        step, _, action = item.partition(":")
+        key, _, action = item.strip().partition(":")
         try:
-            forced[int(step)] = action.strip()
+            if key.startswith("t"):
+                by_ms[int(key[1:])] = action.strip()
+            else:
+                by_step[int(key)] = action.strip()
         except ValueError:
             raise NightjarInputError(
-                f"--forced-residency wants STEP:offload|reload,..., got {item!r}"
+                f"--forced-residency wants [t]N:offload|reload,..., got {item!r}"
             ) from None
-    return forced
+    return by_step, by_ms
 
 
 def _check_kv_room(args: argparse.Namespace, draft: str | None, memory: Any) -> None:
@@ -312,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
     if draft is None and any(s != "nospec" for s in specs):
         raise NightjarInputError("policies other than nospec need a draft model (--draft)")
     _check_kv_room(args, draft if any(s != "nospec" for s in specs) else None, memory)
+    forced = _forced_residency(args.forced_residency)
     base = LiveSettings(
         gamma_max=args.gamma_max,
         seed=args.seed,
@@ -321,7 +328,8 @@ def run(args: argparse.Namespace) -> int:
         ballast_blocks=args.ballast_blocks,
         reload=args.reload,
         profile=profile,
-        forced_residency=_forced_residency(args.forced_residency),
+        forced_residency=forced[0],
+        forced_residency_ms=forced[1],
     )
     if args.serve:
         if len(specs) != 1:

@@ -41,8 +41,10 @@ MAX_TOKENS = 12
 DISCONNECT_EVERY = 8  # request i % 8 == 7: a streaming client that hangs up early
 PROMPTS = [" ".join(f"w{(7 * i + 3 * j) % 1500 + 5}" for j in range(6 + i)) for i in range(12)]
 # Engine steps (counted by the scheduler) at which an offload / reload is forced.
-# Spread over the ~250 steps the load takes, so hang-ups fall into every phase.
-FORCED = "12:offload,36:reload,60:offload,84:reload,108:offload,132:reload"
+# Forced offload/reload cycles, in milliseconds after the engine's first step (the
+# load starts then and lasts 5-20 s on 2 shared cores): time keys, unlike step keys,
+# keep every phase inside the load however many steps a loaded machine needs.
+FORCED = "t300:offload,t1000:reload,t1700:offload,t2400:reload,t3100:offload,t3800:reload"
 # The worker's 1st reload and 2nd offload raise (test-only hook, live/plugins/worker.py).
 FAULTS = "reload:1,offload:2"
 
