@@ -77,6 +77,16 @@ class Tally:
 
 
 async def _one(client: Any, base: str, i: int, tally: Tally) -> None:
+    import httpx
+
+    try:
+        await _request(client, base, i, tally)
+    except httpx.TransportError as exc:
+        # A connection the server dropped is a lost request: counted, then failed on.
+        tally.errors.append(f"{i}: {type(exc).__name__} {exc}")
+
+
+async def _request(client: Any, base: str, i: int, tally: Tally) -> None:
     prompt = PROMPTS[i % len(PROMPTS)]
     disconnect = i % DISCONNECT_EVERY == DISCONNECT_EVERY - 1
     stream = disconnect or i % 2 == 0
