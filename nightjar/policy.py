@@ -62,6 +62,9 @@ class PolicyInfo:
     summary: str
     # Spec strings that ``--policy all`` runs for this policy (e.g. fixed:1..4).
     default_specs: tuple[str, ...]
+    # ``draftless(arg)``: true when the policy built with that argument can never
+    # speculate, so an engine serves it with no draft loaded (full KV capacity).
+    draftless: Callable[[str | None], bool] | None = None
 
 
 _REGISTRY: dict[str, PolicyInfo] = {}
@@ -69,15 +72,22 @@ _loaded = False
 
 
 def register(
-    name: str, summary: str, default_specs: tuple[str, ...] | None = None
+    name: str,
+    summary: str,
+    default_specs: tuple[str, ...] | None = None,
+    draftless: Callable[[str | None], bool] | None = None,
 ) -> Callable[[PolicyFactory], PolicyFactory]:
-    """Register ``factory(arg, env)`` under ``name``; ``arg`` is the text after ':'."""
+    """Register ``factory(arg, env)`` under ``name``; ``arg`` is the text after ':'.
+
+    ``draftless(arg)`` declares the specs that never speculate (see
+    :func:`spec_needs_draft`).
+    """
 
     def wrap(factory: PolicyFactory) -> PolicyFactory:
         if name in _REGISTRY:
             raise RuntimeError(f"policy {name!r} registered twice")
         specs = default_specs if default_specs is not None else (name,)
-        _REGISTRY[name] = PolicyInfo(name, factory, summary, specs)
+        _REGISTRY[name] = PolicyInfo(name, factory, summary, specs, draftless)
         return factory
 
     return wrap
@@ -110,6 +120,21 @@ def make_policy(spec: str, env: PolicyEnv) -> Policy:
     policy = info.factory(arg or None, env)
     policy.name = spec.strip()
     return policy
+
+
+def spec_needs_draft(spec: str) -> bool:
+    """Whether an engine must load the draft model to serve this policy spec.
+
+    A policy that can never speculate (``nospec``) declares it at registration; a
+    server running it loads no draft, so its KV cache has the draft's memory too.
+    Unknown specs (e.g. test doubles) are assumed to speculate.
+    """
+    _load_all()
+    name, _, arg = spec.strip().partition(":")
+    info = _REGISTRY.get(name)
+    if info is None or info.draftless is None:
+        return True
+    return not info.draftless(arg or None)
 
 
 # ``all`` lists the static baselines first and the yardstick last.

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from nightjar.policy import Policy, clamp_decision
+from nightjar.policy import Policy, clamp_decision, spec_needs_draft
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
@@ -27,6 +27,7 @@ from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.draft import DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
+from nightjar.sim.no_draft import NoDraft
 from nightjar.sim.prefill import chunked_prefill_s
 from nightjar.types import Decision, StepContext, StepOutcome
 
@@ -72,8 +73,14 @@ class Engine:
         self.policy = policy
         self.cfg = config
         self.block_size = profile.memory.block_size
-        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=True))
-        self.draft = DraftMemory(env, self.pool, profile, config)
+        # A policy that never speculates is served with no draft loaded, as a real
+        # server would be: the whole pool for the target and nothing to offload.
+        with_draft = spec_needs_draft(getattr(policy, "name", ""))
+        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=with_draft))
+        self.draft: DraftMemory | NoDraft = (
+            DraftMemory(env, self.pool, profile, config) if with_draft
+            else NoDraft(lambda: float(env.now))
+        )
         self.rng = np.random.default_rng([config.seed, 11])
         self.batch = RunningBatch()
         self.waiting: deque[int] = deque()

@@ -83,10 +83,18 @@ def parse_schedule(arg: str) -> list[tuple[int, int | None, int]]:
     return rows
 
 
-@register("nospec", "never speculate (gamma = 0)")
+@register(
+    "nospec",
+    "never speculate: served with no draft loaded (nospec:resident keeps it in memory)",
+    draftless=lambda arg: arg != "resident",
+)
 def _nospec(arg: str | None, env: PolicyEnv) -> Policy:
-    if arg:
-        raise NightjarInputError(f"policy 'nospec' takes no argument, got {arg!r}")
+    # ``nospec:resident`` never speculates but keeps the draft loaded: it isolates
+    # what the draft's memory alone costs (the difference to plain ``nospec``).
+    if arg not in (None, "resident"):
+        raise NightjarInputError(
+            f"policy 'nospec' takes no argument or 'resident', got {arg!r}"
+        )
     return FixedPolicy(0)
 
 
@@ -94,6 +102,7 @@ def _nospec(arg: str | None, env: PolicyEnv) -> Policy:
     "fixed",
     "standard speculative decoding with a fixed gamma (fixed:G)",
     default_specs=("fixed:1", "fixed:2", "fixed:3", "fixed:4"),
+    draftless=lambda arg: arg is not None and arg.strip().isdigit() and int(arg) == 0,
 )
 def _fixed(arg: str | None, env: PolicyEnv) -> Policy:
     if arg is None:
