@@ -25,6 +25,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
+from nightjar.arrivals import ArrivalRate
 from nightjar.live.latency import load_latency
 from nightjar.live.residency import Residency, draft_weight_bytes, kv_bytes_per_block
 from nightjar.live.settings import LiveSettings
@@ -73,6 +74,9 @@ class NightjarSchedulerMixin:
             self.nj, sched.kv_cache_manager, self._draft_blocks(), self.nj_log
         )
         self.nj_stats = StepStats()
+        # Request arrival times (monotonic, when vLLM hands the request to the
+        # scheduler) for ``StepContext.arrival_rate_rps``.
+        self.nj_arrivals = ArrivalRate()
         self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
         self.nj_log.write(
@@ -92,6 +96,10 @@ class NightjarSchedulerMixin:
             return 0
         per_block = kv_bytes_per_block(sched.kv_cache_config)
         return int(-(-draft_weight_bytes(spec.draft_model_config.model) // per_block))
+
+    def add_request(self, request: Any) -> None:
+        self.nj_arrivals.record(time.monotonic())
+        super().add_request(request)  # type: ignore[misc]
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         sched: Any = self
@@ -113,6 +121,7 @@ class NightjarSchedulerMixin:
             draft_resident=self.nj_residency.resident,
             gamma_max=self.nj.gamma_max,
             mean_context_len=context,
+            arrival_rate_rps=self.nj_arrivals.rate(now),
         )
         # Policies are asked only when there is work (contract: B >= 1).
         raw = self.nj_policy.decide(ctx) if batch > 0 else 0

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from nightjar.arrivals import ARRIVAL_WINDOW_S
 from nightjar.policy import Policy, clamp_decision, spec_needs_draft
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
@@ -129,10 +130,18 @@ class Engine:
             draft_resident=self.draft.resident,
             gamma_max=self.cfg.gamma_max,
             mean_context_len=float(b.ctx.mean()) if len(b) else 0.0,
+            arrival_rate_rps=self._arrival_rate(now),
             request_ids=ids,
             acceptance_estimates=est,
             true_acceptance=true_acc,
         )
+
+    def _arrival_rate(self, now: float) -> float:
+        """Arrivals in the last window over the window (``nightjar.arrivals``)."""
+        since = int(np.searchsorted(
+            self.ledger.arrival_s[: self.next_arrival], now - ARRIVAL_WINDOW_S, side="right"
+        ))
+        return (self.next_arrival - since) / ARRIVAL_WINDOW_S
 
     def _step(self, now: float) -> float:
         plan = self._schedule(now)
