@@ -45,6 +45,9 @@ class PolicyEnv:
     # The hardware's step latency (a profile), where one exists; policies may use
     # it as a prior (``nightjar+``, ``dsd``) or as ground truth (``oracle``).
     latency: LatencyModel | None = None
+    # The exact step latency of the simulated hardware, where ``latency`` is a
+    # different (wrong or absent) prior. Only the ``oracle`` yardstick reads it.
+    truth: LatencyModel | None = None
     # Prior mean acceptance rate of the draft on this workload, if known.
     acceptance_prior: float | None = None
     # Whether the engine can run a different length per request (the simulator can,

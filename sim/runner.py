@@ -10,6 +10,7 @@ import numpy as np
 import simpy
 
 from nightjar.policy import PolicyEnv, make_policy
+from nightjar.priors import parse_prior
 from nightjar.profile import Profile
 from nightjar.records import RunResult
 from nightjar.sim.config import SimConfig
@@ -58,11 +59,13 @@ def simulate(
     config: SimConfig | None = None,
     progress: Progress | None = None,
     alpha: np.ndarray | None = None,
+    prior: str = "exact",
 ) -> RunResult:
     """Simulate one policy (a spec such as ``"fixed:3"``) over ``trace``.
 
     Deterministic for ``config.seed``. ``progress`` is called with the simulated
-    time after each step.
+    time after each step. ``prior`` is the latency model the policy plans with
+    (:func:`nightjar.priors.parse_prior`); the simulation always runs ``profile``.
     """
     cfg = config or SimConfig()
     if cfg.max_num_seqs > profile.max_batch_size:
@@ -73,8 +76,8 @@ def simulate(
     env = simpy.Environment()
     ledger = Ledger(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, alpha)
     env_info = PolicyEnv(
-        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=profile,
-        acceptance_prior=acceptance_prior(trace, profile),
+        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=parse_prior(prior, profile),
+        truth=profile, acceptance_prior=acceptance_prior(trace, profile),
     )
     pol = make_policy(policy, env_info)
     engine = Engine(env, ledger, profile, pol, cfg, progress)
@@ -98,6 +101,7 @@ def simulate_many(
     policies: Sequence[str],
     config: SimConfig | None = None,
     progress: Callable[[str, float], None] | None = None,
+    prior: str = "exact",
 ) -> list[RunResult]:
     """Every policy on the same arrivals and the same per-request acceptance rates."""
     cfg = config or SimConfig()
@@ -105,5 +109,5 @@ def simulate_many(
     results = []
     for spec in policies:
         cb = (lambda t, s=spec: progress(s, t)) if progress else None
-        results.append(simulate(trace, profile, spec, cfg, cb, alpha))
+        results.append(simulate(trace, profile, spec, cfg, cb, alpha, prior))
     return results

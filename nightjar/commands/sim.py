@@ -24,7 +24,16 @@ def add_parser(sub: Any) -> None:
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
         f" default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument(
+        "--seeds", type=int, default=1, metavar="N",
+        help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
+    )
+    p.add_argument(
+        "--prior", default="exact", metavar="SPEC",
+        help="latency table the policies plan with: exact (the simulated profile), none,"
+        " scale:F, spec-scale:F or a profile; the oracle always uses the exact one",
+    )
     p.add_argument("--gamma-max", type=int, default=4)
     p.add_argument("--draft-kv", choices=["skip", "sync"], default="skip",
                    help="skip the draft at gamma 0 and rebuild its KV later, or keep it in sync")
@@ -42,15 +51,12 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.metrics import summarize
-    from nightjar.output import write_all
     from nightjar.profile import DEFAULT_PROFILE, load_profile
-    from nightjar.progress import LazyProgress
-    from nightjar.regret import regret
-    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
-    from nightjar.table import summary_table
+    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig
     from nightjar.trace import load_trace
 
+    if args.seeds < 1:
+        raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
     if args.gamma_max < 1:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
     trace = load_trace(args.trace)
@@ -69,28 +75,92 @@ def run(args: argparse.Namespace) -> int:
         acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
         reload_mode=ReloadMode(args.reload),
     )
-    # Fail on an unwritable folder before spending time simulating.
+    # Fail on a bad prior or an unwritable folder before spending time simulating.
     from nightjar.output import prepare_out_dir
+    from nightjar.priors import parse_prior
 
+    parse_prior(args.prior, profile)
     prepare_out_dir(out, args.force)
+
+    if args.seeds == 1:
+        _one_seed(args, trace, profile, runs, cfg, out)
+    else:
+        _many_seeds(args, trace, profile, runs, cfg, out)
+    Console().print(f"wrote {out}/")
+    return 0
+
+
+def _simulate(
+    args: argparse.Namespace, trace: Any, profile: Any, runs: list[str], cfg: Any
+) -> tuple[list[Any], Any, list[Any], dict[str, Any] | None]:
+    from nightjar.metrics import summarize
+    from nightjar.progress import LazyProgress
+    from nightjar.regret import regret
+    from nightjar.sim import simulate_many
 
     with LazyProgress(enabled=not args.quiet) as bar:
         for spec in runs:
             bar.add(spec, trace.duration_s)
-        results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
-
+        results = simulate_many(trace, profile, runs, cfg, progress=bar.update, prior=args.prior)
     oracle = next((r for r in results if r.policy == "oracle"), None)
     summaries = [summarize(r) for r in results]
     regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
-    console = Console()
-    title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
-    console.print(summary_table(summaries, regrets, title=title))
+    return results, oracle, summaries, regrets
+
+
+def _title(args: argparse.Namespace, trace: Any, profile: Any, seeds: str) -> str:
+    prior = "" if args.prior == "exact" else f", prior {args.prior}"
+    return f"{trace.name} on {profile.name} ({len(trace)} requests, {seeds}{prior})"
+
+
+def _one_seed(
+    args: argparse.Namespace, trace: Any, profile: Any, runs: list[str], cfg: Any, out: Path
+) -> None:
+    from nightjar.output import write_all
+    from nightjar.table import summary_table
+
+    results, oracle, summaries, regrets = _simulate(args, trace, profile, runs, cfg)
+    title = _title(args, trace, profile, f"seed {args.seed}")
+    Console().print(summary_table(summaries, regrets, title=title))
     write_all(
         results, out, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
         report_title=None if args.no_report else title,
     )
-    console.print(f"wrote {out}/")
-    return 0
+
+
+def _many_seeds(
+    args: argparse.Namespace, trace: Any, profile: Any, runs: list[str], cfg: Any, out: Path
+) -> None:
+    """Seed i re-draws a generative trace's arrivals (its file seed + i - SEED), the
+    per-request acceptance rates and the sampled accepts; each seed's runs go to
+    ``seed-<i>/``, the per-seed rows and intervals to the top of ``out``."""
+    import dataclasses
+
+    from nightjar.multiseed import aggregate, interval_table, seed_rows, verdicts, write_seed_files
+    from nightjar.output import write_all
+    from nightjar.trace import load_trace
+
+    rows = []
+    last = args.seed + args.seeds - 1
+    for seed in range(args.seed, last + 1):
+        trace_s = load_trace(args.trace, seed=trace.seed + seed - args.seed)
+        cfg_s = dataclasses.replace(cfg, seed=seed)
+        results, oracle, summaries, regrets = _simulate(args, trace_s, profile, runs, cfg_s)
+        rows += seed_rows(seed, summaries, regrets)
+        title = _title(args, trace_s, profile, f"seed {seed}")
+        write_all(
+            results, out / f"seed-{seed}", force=True, oracle=oracle, summaries=summaries,
+            regrets=regrets,
+            report_title=None if args.no_report or seed != args.seed else title,
+        )
+    agg = aggregate(rows)
+    write_seed_files(rows, agg, out)
+    console = Console()
+    title = _title(args, trace, profile, f"seeds {args.seed}..{last}, mean ± 95% CI")
+    console.print(interval_table(agg, title=title))
+    for key in ("throughput_tok_s", "e2e_s_mean"):
+        for line in verdicts(agg, key):
+            console.print(line)
 
 
 def _known(spec: str) -> bool:
