@@ -63,8 +63,16 @@ class MemoryFacts:
     block_size: int
     host_link_bytes_per_s: float
     device_bandwidth_bytes_per_s: float
+    # Pinned pool sizes (vLLM's ``--num-gpu-blocks-override``), which replace the
+    # formula above, and a cap on prompt + output tokens (``--max-model-len``).
+    kv_blocks_with_draft: int | None = None
+    kv_blocks_without_draft: int | None = None
+    max_model_len: int | None = None
 
     def kv_blocks(self, draft_resident: bool) -> int:
+        pinned = self.kv_blocks_with_draft if draft_resident else self.kv_blocks_without_draft
+        if pinned is not None:
+            return pinned
         free = (
             self.device_bytes * self.gpu_memory_utilization
             - self.target_weight_bytes

@@ -23,6 +23,7 @@ MEMORY_INT_FIELDS = (
     "draft_kv_bytes_per_token",
     "block_size",
 )
+MEMORY_OPTIONAL_INT_FIELDS = ("kv_blocks_with_draft", "kv_blocks_without_draft", "max_model_len")
 MEMORY_FLOAT_FIELDS = (
     "gpu_memory_utilization",
     "host_link_bytes_per_s",
@@ -109,6 +110,10 @@ def _memory(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
         out[key] = float(r.number(r.get(mem, key, "memory."), f"memory.{key}", positive=True))
     if out["gpu_memory_utilization"] > 1.0:
         raise r.fail("memory.gpu_memory_utilization", "must be in (0, 1]")
+    # Optional pins of a deployment (vLLM's --num-gpu-blocks-override, --max-model-len).
+    for key in MEMORY_OPTIONAL_INT_FIELDS:
+        if key in mem:
+            out[key] = r.number(mem[key], f"memory.{key}", integer=True, positive=True)
     return out
 
 

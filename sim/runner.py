@@ -52,6 +52,22 @@ def acceptance_prior(trace: Trace, profile: Profile) -> float | None:
     return known[0] if known is not None else None
 
 
+def _cap_lengths(trace: Trace, cap: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Prompt and output lengths under a profile's ``max_model_len``.
+
+    vLLM refuses longer prompts and stops at the cap; the paper's benchmark keeps
+    only requests that fit. Here a prompt is cut to ``cap - 1`` tokens and the
+    output to what is left, so every request still runs; the count is reported.
+    """
+    prompt, output = trace.prompt_tokens, trace.output_tokens
+    if cap is None:
+        return prompt, output, 0
+    new_prompt = np.minimum(prompt, cap - 1)
+    new_output = np.minimum(output, cap - new_prompt)
+    capped = int(np.sum((new_prompt != prompt) | (new_output != output)))
+    return new_prompt, new_output, capped
+
+
 def simulate(
     trace: Trace,
     profile: Profile,
@@ -74,7 +90,8 @@ def simulate(
     if alpha is None:
         alpha = request_acceptance(trace, profile, cfg.seed)
     env = simpy.Environment()
-    ledger = Ledger(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, alpha)
+    prompt, output, capped = _cap_lengths(trace, profile.memory.max_model_len)
+    ledger = Ledger(trace.arrival_s, prompt, output, alpha)
     env_info = PolicyEnv(
         gamma_max=cfg.gamma_max, seed=cfg.seed, latency=parse_prior(prior, profile),
         truth=profile, acceptance_prior=acceptance_prior(trace, profile),
@@ -92,6 +109,8 @@ def simulate(
     result.extra.update(engine.draft.summary())
     result.extra["context_clamped_steps"] = float(engine.context_clamped_steps)
     result.extra["wall_s"] = wall
+    if profile.memory.max_model_len is not None:
+        result.extra["capped_requests"] = float(capped)
     return result
 
 
