@@ -30,7 +30,9 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import hashlib
 import html
+import json
 import math
 import sys
 import time
@@ -438,6 +440,11 @@ def write_csv(path: Path, rows: Sequence[dict[str, float | str]]) -> None:
         w.writerows(rows)
 
 
+def _cache_name(g: Group) -> str:
+    key = f"{g.section}|{g.trace}|{g.profile}|{g.seed}|{g.runs}"
+    return hashlib.sha1(key.encode()).hexdigest()[:16] + ".json"
+
+
 def read_csv(path: Path) -> list[dict[str, float | str]]:
     out: list[dict[str, float | str]] = []
     with path.open() as f:
@@ -485,12 +492,24 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     todo = [g for g in groups(args.seeds) if args.only in (None, g.section)]
     started = time.perf_counter()
+    # Each finished group is kept in .cache/, so an interrupted run resumes (delete
+    # the folder after changing the code).
+    cache = args.out / ".cache"
+    cache.mkdir(exist_ok=True)
     rows: list[dict[str, float | str]] = []
+    pending = []
+    for g in todo:
+        hit = cache / _cache_name(g)
+        if hit.exists():
+            rows += json.loads(hit.read_text())
+        else:
+            pending.append(g)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for k, part in enumerate(pool.map(run_group, todo), 1):
+        for k, (g, part) in enumerate(zip(pending, pool.map(run_group, pending), strict=True), 1):
+            (cache / _cache_name(g)).write_text(json.dumps(part))
             rows += part
-            if k % 20 == 0 or k == len(todo):
-                print(f"{k}/{len(todo)} groups, {time.perf_counter() - started:.0f} s",
+            if k % 20 == 0 or k == len(pending):
+                print(f"{k}/{len(pending)} groups, {time.perf_counter() - started:.0f} s",
                       flush=True)
     order = {g: i for i, g in enumerate(("dynamic", "priors", "offload", "table6"))}
     rows.sort(key=lambda r: (order[str(r["section"])], str(r["profile"]), str(r["trace"]),
