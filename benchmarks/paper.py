@@ -21,6 +21,8 @@ Sections (gamma_max 3 everywhere, the paper's MAX_SPECULATIVE_LEN):
   without elastic draft memory (TTFT and throughput, the paper's offload claim);
 - ``table6``: the paper's Table-6 setting, 200 prompts at 5 req/s (Poisson) of
   ShareGPT, Alpaca and SpecBench, every baseline;
+- ``ablation``: ``nightjar-code`` without its hard gate and/or with gamma 0
+  explorable, on ``burst`` and ``alpaca-burst``;
 - ``correction``: how many decisions ``nightjar+`` needs to undo a wrong table, on
   the synthetic step loop (no queueing), against the same policy with the exact one.
 """
@@ -109,6 +111,15 @@ TABLE6_RUNS: tuple[Run, ...] = tuple(
         "nightjar", "nightjar-code", "nightjar+", "oracle",
     )
 )
+# Where the port's gain comes from: the hard gate, or the bandit (gamma 0 explorable).
+ABLATION_RUNS: tuple[Run, ...] = (
+    ("nightjar-code", "nightjar-code", "exact", False),
+    ("nightjar-code:nogate", "nightjar-code:nogate", "exact", False),
+    ("nightjar-code:allow0", "nightjar-code:allow0", "exact", False),
+    ("nightjar-code:nogate,allow0", "nightjar-code:nogate,allow0", "exact", False),
+    ("oracle", "oracle", "exact", False),
+)
+ABLATION_TRACES = ("burst", "alpaca-burst")
 # Priors are measured on the traces where the gamma choice matters most.
 PRIOR_TRACES = ("burst", "alpaca-burst")
 
@@ -167,13 +178,14 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
         results[label] = simulate(trace, profile, spec, c, None, alpha, prior)
     oracle = results.get("oracle")
     prior_labels = {r[0] for r in PRIOR_RUNS}
-    has_priors = any(label in prior_labels for label in results)
+    has_priors = g.section == "dynamic" and any(label.startswith("nightjar+ @")
+                                                for label in results)
     rows: list[dict[str, float | str]] = []
     for label, res in results.items():
         s = summarize(res)
         reg = regret(res, oracle).percent if oracle is not None else math.nan
         sections = [g.section]
-        if label in prior_labels:
+        if has_priors and label in prior_labels:
             sections = ["priors"]
         elif has_priors and label in PRIOR_SHARED:
             sections = [g.section, "priors"]
@@ -207,6 +219,9 @@ def groups(seeds: int) -> list[Group]:
                 out.append(Group("table6", f"table6:{workload}", profile, seed, TABLE6_RUNS))
         for profile in RTX_PAIR:
             out.append(Group("offload", "steady35", profile, seed, OFFLOAD_RUNS))
+        for profile in OURS:
+            for trace in ABLATION_TRACES:
+                out.append(Group("ablation", trace, profile, seed, ABLATION_RUNS))
     # Longest first, so the pool's last jobs are short ones.
     cost = {"migration": 3.0, "burst": 2.0, "oscillation": 2.0, "steady35": 2.0}
     slow = {p: 2.0 for p in PAPER}  # small pools: many small steps
@@ -329,25 +344,36 @@ def policy_table(rows: Sequence[dict[str, float | str]]) -> list[str]:
 
 
 def goal_lines(keyed: dict[Key, list[dict[str, float | str]]]) -> list[str]:
-    """nightjar+ vs every other non-oracle run, per trace and profile (the issue's goal)."""
+    """nightjar+ vs every other non-oracle run, per trace and profile (the issue's goal).
+
+    ``nightjar+`` (draft always resident) is checked against the runs without elastic
+    memory and ``nospec``; ``nightjar+ +offload`` against every run. The port is
+    compared on the same footing (``nightjar-code`` / ``nightjar-code +offload``).
+    """
     out = [
-        "| trace | profile | tok/s: runs above nightjar+ | E2E: runs below nightjar+ "
-        "| vs nightjar-code tok/s | vs nightjar-code E2E |",
-        "|---|---|---|---|---:|---:|",
+        "| trace | profile | ours | tok/s: runs above ours | E2E: runs below ours "
+        "| vs port tok/s | vs port E2E |",
+        "|---|---|---|---|---|---:|---:|",
     ]
     for (section, trace, profile), rows in keyed.items():
         if section != "dynamic":
             continue
         runs = [str(r) for r in dict.fromkeys(x["run"] for x in rows)]
-        others = [r for r in runs if r not in ("oracle", "nightjar+")]
-        above = [r for r in others
-                 if verdict(rows, r, "nightjar+", "throughput_tok_s", True) == ">"]
-        below = [r for r in others if verdict(rows, r, "nightjar+", "e2e_s_mean", False) == ">"]
-        out.append(
-            f"| {trace} | {profile} | {', '.join(above) or 'none'} | {', '.join(below) or 'none'} "
-            f"| {verdict(rows, 'nightjar+', 'nightjar-code', 'throughput_tok_s', True)} "
-            f"| {verdict(rows, 'nightjar+', 'nightjar-code', 'e2e_s_mean', False)} |"
-        )
+        for ours, port in (("nightjar+", "nightjar-code"),
+                           ("nightjar+ +offload", "nightjar-code +offload")):
+            if ours not in runs:
+                continue
+            others = [r for r in runs if r not in ("oracle", ours) and not r.startswith("nightjar+")
+                      and (ours.endswith("+offload") or not r.endswith("+offload"))]
+            above = [r for r in others
+                     if verdict(rows, r, ours, "throughput_tok_s", True) == ">"]
+            below = [r for r in others if verdict(rows, r, ours, "e2e_s_mean", False) == ">"]
+            out.append(
+                f"| {trace} | {profile} | {ours} | {', '.join(above) or 'none'} "
+                f"| {', '.join(below) or 'none'} "
+                f"| {verdict(rows, ours, port, 'throughput_tok_s', True)} "
+                f"| {verdict(rows, ours, port, 'e2e_s_mean', False)} |"
+            )
     return out
 
 
@@ -377,13 +403,14 @@ def tables_md(rows: Sequence[dict[str, float | str]], corr: Sequence[dict[str, f
         "",
         *goal_lines(keyed),
         "",
-        "`>` nightjar+ better than nightjar-code with separated intervals, `~` overlap, "
-        "`<` worse.",
+        "`>` ours better than the port on the same memory footing with separated "
+        "intervals, `~` overlap, `<` worse.",
         "",
     ]
     titles = {
         "dynamic": "Dynamic traces", "priors": "What nightjar+ and dsd believe (priors)",
         "offload": "Offload at 35 req/s", "table6": "Table 6: 200 prompts at 5 req/s",
+        "ablation": "nightjar-code ablations: the gate or the bandit?",
     }
     for section, title in titles.items():
         parts += [f"## {title}", ""]
@@ -511,7 +538,9 @@ def main(argv: list[str] | None = None) -> int:
             if k % 20 == 0 or k == len(pending):
                 print(f"{k}/{len(pending)} groups, {time.perf_counter() - started:.0f} s",
                       flush=True)
-    order = {g: i for i, g in enumerate(("dynamic", "priors", "offload", "table6"))}
+    order = {
+        g: i for i, g in enumerate(("dynamic", "priors", "offload", "table6", "ablation"))
+    }
     rows.sort(key=lambda r: (order[str(r["section"])], str(r["profile"]), str(r["trace"]),
                              int(r["seed"])))
     corr = correction_rows(args.seeds)
