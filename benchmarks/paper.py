@@ -352,8 +352,8 @@ def goal_lines(keyed: dict[Key, list[dict[str, float | str]]]) -> list[str]:
     """
     out = [
         "| trace | profile | ours | tok/s: runs above ours | E2E: runs below ours "
-        "| vs port tok/s | vs port E2E |",
-        "|---|---|---|---|---|---:|---:|",
+        "| vs port tok/s | vs port E2E | vs port tok/s %, paired | vs port E2E %, paired |",
+        "|---|---|---|---|---|---:|---:|---:|---:|",
     ]
     for (section, trace, profile), rows in keyed.items():
         if section != "dynamic":
@@ -372,7 +372,9 @@ def goal_lines(keyed: dict[Key, list[dict[str, float | str]]]) -> list[str]:
                 f"| {trace} | {profile} | {ours} | {', '.join(above) or 'none'} "
                 f"| {', '.join(below) or 'none'} "
                 f"| {verdict(rows, ours, port, 'throughput_tok_s', True)} "
-                f"| {verdict(rows, ours, port, 'e2e_s_mean', False)} |"
+                f"| {verdict(rows, ours, port, 'e2e_s_mean', False)} "
+                f"| {fmt(paired(rows, ours, port, 'throughput_tok_s'), signed=True)} "
+                f"| {fmt(paired(rows, ours, port, 'e2e_s_mean'), signed=True)} |"
             )
     return out
 
