@@ -56,10 +56,13 @@ class EngineSpec:
     def from_args(
         cls, args: Any, target: str, draft: str | None, settings: LiveSettings, spec_tokens: int
     ) -> EngineSpec:
-        """The engine ``nightjar live`` flags describe; ``nospec`` runs without a draft."""
+        """The engine ``nightjar live`` flags describe; a policy that never speculates
+        (``nospec``, see ``spec_needs_draft``) runs without a draft."""
+        from nightjar.policy import spec_needs_draft
+
         return cls(
             target=target,
-            draft=None if settings.policy == "nospec" else draft,
+            draft=draft if spec_needs_draft(settings.policy) else None,
             settings=settings,
             max_model_len=args.max_model_len,
             max_num_seqs=args.max_num_seqs,

@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
-    from nightjar.policy import expand_specs
+    from nightjar.policy import expand_specs, spec_needs_draft
 
     check_vllm_version()
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     default = ["nightjar"] if args.serve else list(DEFAULT_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
-    if draft is None and any(s != "nospec" for s in specs):
+    if draft is None and any(spec_needs_draft(s) for s in specs):
         raise NightjarInputError("policies other than nospec need a draft model (--draft)")
     base = LiveSettings(
         gamma_max=args.gamma_max,

@@ -12,7 +12,9 @@ from rich.console import Console
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered
 
-DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
+DEFAULT_POLICIES = (
+    "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
+)
 
 
 def add_parser(sub: Any) -> None:
