@@ -246,7 +246,7 @@ def correction_rows(seeds: int) -> list[dict[str, float | str]]:
     from nightjar.policies.nightjar_plus import NightjarPlusPolicy
     from nightjar.policy import PolicyEnv
     from nightjar.priors import ScaledLatency, SpecScaledLatency
-    from nightjar.synthetic_loop import KneeLatency, run_loop
+    from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 
     lat = KneeLatency()
     rows: list[dict[str, float | str]] = []

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nightjar.memory import DraftState
-from nightjar.types import Decision, StepContext
+from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
 
 # The per-step CSV's ``draft_state`` for a run without a draft.
 ABSENT = "absent"
@@ -23,13 +22,14 @@ class NoDraft:
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
+        # The step driver needs a controller; this one is off and owns no blocks, so
+        # it never starts a transfer (the policy never asks to speculate anyway).
+        self.controller = MemoryController(MemoryConfig(enabled=False), 0)
 
-    def decide(
-        self, ctx: StepContext, decision: Decision, acceptance: float,
-        preempt: Callable[[], bool], on_offload: Callable[[], None],
-    ) -> tuple[Decision, bool]:
-        # The policy never speculates, so nothing is clamped.
-        return 0, False
+    def start(
+        self, action: Action, preempt: Callable[[], bool], on_offload: Callable[[], None]
+    ) -> None:
+        pass
 
     def after_step(self, preempt: Callable[[], bool]) -> None:
         pass

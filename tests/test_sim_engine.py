@@ -152,7 +152,7 @@ def test_sync_mode_pays_no_switch_cost_but_skip_mode_does(a100: Profile) -> None
 
 
 def test_a_small_profile_bounds_the_batch_and_chunks_long_prefills(a100: Profile) -> None:
-    from nightjar.sim.prefill import chunked_prefill_s
+    from nightjar.prefill import chunked_prefill_s
 
     data = a100.to_json()
     data["decode"] = [r for r in data["decode"] if r[0] <= 16 and r[2] <= 512]

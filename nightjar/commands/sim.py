@@ -9,8 +9,10 @@ from typing import Any
 
 from rich.console import Console
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered
+from nightjar.profile import DEFAULT_PROFILE
 
 DEFAULT_POLICIES = (
     "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
@@ -20,13 +22,15 @@ DEFAULT_POLICIES = (
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
-    p.add_argument("--profile", default=None, help="bundled profile name or path")
+    p.add_argument("--profile", default=None,
+                   help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
     p.add_argument(
         "--policy", action="append", dest="policies", metavar="SPEC",
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
         f" default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of acceptance draws and policies (the first, with --seeds)")
     p.add_argument(
         "--seeds", type=int, default=1, metavar="N",
         help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
@@ -36,10 +40,13 @@ def add_parser(sub: Any) -> None:
         help="latency table the policies plan with: exact (the simulated profile), none,"
         " scale:F, spec-scale:F or a profile; the oracle always uses the exact one",
     )
-    p.add_argument("--gamma-max", type=int, default=4)
-    p.add_argument("--draft-kv", choices=["skip", "sync"], default="skip",
-                   help="skip the draft at gamma 0 and rebuild its KV later, or keep it in sync")
-    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric")
+    p.add_argument("--gamma-max", type=int, default=4,
+                   help="longest speculation a policy may choose")
+    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
+                   help="at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip "
+                   "the draft and rebuild its KV later")
+    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric",
+                   help="accepted-drafts model (docs/simulator.md)")
     p.add_argument("--offload", choices=["on", "off"], default="off",
                    help="move the draft to host memory under KV pressure")
     p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
