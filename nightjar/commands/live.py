@@ -157,6 +157,11 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--report-cdn",
+        action="store_true",
+        help="load plotly.js from its CDN in the report (small file, needs network)",
+    )
+    p.add_argument(
         "--serve",
         action="store_true",
         help="run vLLM's OpenAI server with Nightjar instead of a trace",
@@ -296,9 +301,9 @@ def _replay_all(
     from rich.console import Console
 
     from nightjar.live import logs
-    from nightjar.metrics import summarize
     from nightjar.output import prepare_out_dir, write_all
     from nightjar.progress import LazyProgress
+    from nightjar.results import ResultSet
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
 
@@ -336,26 +341,31 @@ def _replay_all(
                 result.policy = spec
                 results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
-    Console().print(summary_table([summarize(r) for r in results], None, title=title))
-    write_all(results, out, force=True, report_title=None if args.no_report else title)
-    _write_step_tables(results, out)
+    # No oracle on vLLM (UNSUPPORTED), so no regrets.
+    result_set = ResultSet.build(
+        results, title=title, oracle_policy=None, gamma_max=args.gamma_max
+    )
+    Console().print(summary_table(result_set.summaries, None, title=title))
+    write_all(
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
+    )
+    _write_step_tables(result_set, out)
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
 
 
-def _write_step_tables(results: list[Any], out: Path) -> None:
+def _write_step_tables(result_set: Any, out: Path) -> None:
     """Each run's measured step times, reusable as ``--profile`` (where it has enough steps)."""
     import json
 
     from nightjar.live.profiling.latency import StepTable
-    from nightjar.output import unique_slugs
 
-    for slug, result in zip(unique_slugs(results), results, strict=True):
+    for run in result_set.runs:
         try:
-            table = StepTable.from_steps(result.steps)
+            table = StepTable.from_steps(run.result.steps)
         except NightjarInputError:
             continue  # e.g. a run that never changed gamma has no per-gamma table
-        (out / slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
+        (out / run.slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
 
 
 def _head(trace: Any, n: int) -> Any:

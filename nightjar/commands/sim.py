@@ -55,6 +55,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--report-cdn", action="store_true",
+                   help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -100,21 +102,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _simulate(
-    args: argparse.Namespace, trace: Any, profile: Any, runs: list[str], cfg: Any
-) -> tuple[list[Any], Any, list[Any], dict[str, Any] | None]:
-    from nightjar.metrics import summarize
+    args: argparse.Namespace, trace: Any, profile: Any, runs: list[str], cfg: Any, title: str
+) -> Any:
+    """Every run of one seed, as a :class:`nightjar.results.ResultSet`."""
     from nightjar.progress import LazyProgress
-    from nightjar.regret import regret
+    from nightjar.results import ResultSet
     from nightjar.sim import simulate_many
 
     with LazyProgress(enabled=not args.quiet) as bar:
         for spec in runs:
             bar.add(spec, trace.duration_s)
         results = simulate_many(trace, profile, runs, cfg, progress=bar.update, prior=args.prior)
-    oracle = next((r for r in results if r.policy == "oracle"), None)
-    summaries = [summarize(r) for r in results]
-    regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
-    return results, oracle, summaries, regrets
+    return ResultSet.build(results, title=title, gamma_max=args.gamma_max)
 
 
 def _title(args: argparse.Namespace, trace: Any, profile: Any, seeds: str) -> str:
@@ -128,12 +127,11 @@ def _one_seed(
     from nightjar.output import write_all
     from nightjar.table import summary_table
 
-    results, oracle, summaries, regrets = _simulate(args, trace, profile, runs, cfg)
     title = _title(args, trace, profile, f"seed {args.seed}")
-    Console().print(summary_table(summaries, regrets, title=title))
+    result_set = _simulate(args, trace, profile, runs, cfg, title)
+    Console().print(summary_table(result_set.summaries, result_set.regrets, title=title))
     write_all(
-        results, out, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
-        report_title=None if args.no_report else title,
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
     )
 
 
@@ -142,7 +140,8 @@ def _many_seeds(
 ) -> None:
     """Seed i re-draws a generative trace's arrivals (its file seed + i - SEED), the
     per-request acceptance rates and the sampled accepts; each seed's runs go to
-    ``seed-<i>/``, the per-seed rows and intervals to the top of ``out``."""
+    ``seed-<i>/`` (the HTML report for the first seed only), the per-seed rows and
+    intervals to the top of ``out``."""
     import dataclasses
 
     from nightjar.multiseed import aggregate, interval_table, seed_rows, verdicts, write_seed_files
@@ -154,13 +153,12 @@ def _many_seeds(
     for seed in range(args.seed, last + 1):
         trace_s = load_trace(args.trace, seed=trace.seed + seed - args.seed)
         cfg_s = dataclasses.replace(cfg, seed=seed)
-        results, oracle, summaries, regrets = _simulate(args, trace_s, profile, runs, cfg_s)
-        rows += seed_rows(seed, summaries, regrets)
         title = _title(args, trace_s, profile, f"seed {seed}")
+        result_set = _simulate(args, trace_s, profile, runs, cfg_s, title)
+        rows += seed_rows(seed, result_set.summaries, result_set.regrets)
         write_all(
-            results, out / f"seed-{seed}", force=True, oracle=oracle, summaries=summaries,
-            regrets=regrets,
-            report_title=None if args.no_report or seed != args.seed else title,
+            result_set, out / f"seed-{seed}", force=True,
+            report=not args.no_report and seed == args.seed, report_cdn=args.report_cdn,
         )
     agg = aggregate(rows)
     write_seed_files(rows, agg, out)
