@@ -64,12 +64,23 @@ def test_first_bins_follow_the_block_cascade() -> None:
 
 def test_reward_is_a_plain_running_mean_of_per_request_rate() -> None:
     pol = NightjarCodePolicy(PolicyEnv(gamma_max=3))
+    g = pol.decide(_ctx(4))
+    pol.observe(_out(g, 4, emitted=8, step_s=0.02))  # (8/4)/0.02 = 100 tok/s
     pol.decide(_ctx(4))
-    pol.observe(_out(2, 4, emitted=8, step_s=0.02))  # (8/4)/0.02 = 100 tok/s
-    pol.decide(_ctx(4))
-    pol.observe(_out(2, 4, emitted=4, step_s=0.02))  # 50 tok/s
-    assert pol.n[1][2] == 2
-    assert pol.mean[1][2] == pytest.approx((100 + 50) / 2, rel=1e-4)
+    pol.observe(_out(g, 4, emitted=4, step_s=0.02))  # 50 tok/s (asked one step ago)
+    assert pol.n[1][g] == 2
+    assert pol.mean[1][g] == pytest.approx((100 + 50) / 2, rel=1e-4)
+
+
+def test_an_engine_forced_gamma_0_is_not_credited() -> None:
+    # Live, the first decode step after admission verifies nothing (gamma 0) though
+    # the policy asked for more; the published code credits the arm it chose, so
+    # gamma 0, which its priors never explore, must not be learned from that step.
+    pol = NightjarCodePolicy(PolicyEnv(gamma_max=3))
+    g = pol.decide(_ctx(4))
+    assert g > 0
+    pol.observe(_out(0, 4, emitted=4, step_s=0.01))
+    assert pol.n[1][0] == 0
 
 
 def test_exploitation_takes_the_prior_smoothed_argmax() -> None:

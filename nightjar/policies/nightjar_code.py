@@ -107,8 +107,10 @@ class NightjarCodePolicy:
         self._sched = [_BinSchedule() for _ in range(NUM_BINS)]
         self.disabled = False
         self.c_prefill = 0.0
-        # Per decision not yet observed: whether the gate made it (learning paused).
-        self._gated: deque[bool] = deque(maxlen=8)
+        # Per decision not yet observed: whether the gate made it (learning paused)
+        # and the gamma chosen.
+        self._pending: deque[tuple[bool, int]] = deque(maxlen=8)
+        self._last_chosen = -1
 
     def gated(self, ctx: StepContext) -> bool:
         rate = ctx.arrival_rate_rps if ctx.arrival_rate_rps is not None else 0.0
@@ -117,10 +119,13 @@ class NightjarCodePolicy:
     def decide(self, ctx: StepContext) -> int:
         if self.gated(ctx):
             self.disabled = True
-            self._gated.append(True)
+            self._pending.append((True, 0))
             return 0
-        self._gated.append(False)
-        c = context_bin(ctx.batch_size)
+        g = self._choose(context_bin(ctx.batch_size))
+        self._pending.append((False, g))
+        return g
+
+    def _choose(self, c: int) -> int:
         exploring = self._sched[c].advance(self._rng)
         if exploring and not self.disabled:
             return self._rng.choices(range(self.arms), weights=self.prior[c])[0]
@@ -150,11 +155,18 @@ class NightjarCodePolicy:
         return arm
 
     def observe(self, outcome: StepOutcome) -> None:
-        gated = self._gated.popleft() if self._gated else False
+        gated, chosen = self._pending.popleft() if self._pending else (False, outcome.gamma)
+        # The published code credits the arm it chose; an outcome is credited only
+        # when the gamma that ran is one the policy asked for (this decision, or the
+        # one before it: live, the verified length trails the decision by a step).
+        # Otherwise an engine-forced 0 (the first decode step after admission, live)
+        # would teach it gamma 0, which its priors never explore.
+        asked = outcome.gamma in (chosen, self._last_chosen)
+        self._last_chosen = chosen
         if outcome.switch_cost_s > 0.0:
             self.c_prefill += SWITCH_ALPHA * (outcome.switch_cost_s - self.c_prefill)
         b, g = outcome.batch_size, outcome.gamma
-        if gated or outcome.clamped or b <= 0 or not 0 <= g < self.arms:
+        if gated or not asked or outcome.clamped or b <= 0 or not 0 <= g < self.arms:
             return
         c = context_bin(b)
         reward = (outcome.emitted / b) / (outcome.step_time_s + _EPS)
