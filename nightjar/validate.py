@@ -24,7 +24,7 @@ import pandas as pd
 
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import summarize
-from nightjar.profile import Profile, ProfileRangeError
+from nightjar.profile import Profile
 from nightjar.records import RequestRecord, RunResult, StepRecord
 from nightjar.trace import Trace
 
@@ -111,6 +111,7 @@ class StepModelError:
     median_abs_pct: float
     mean_pct: float  # signed: > 0 means the profile predicts slower than measured
     by_bucket: pd.DataFrame  # batch-size bucket x gamma -> measured, predicted, error
+    clamped: int = 0  # of the steps, those priced at the table's edge (Profile.clamp)
 
 
 def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
@@ -119,14 +120,15 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
     s = s[(s["batch_size"] > 0) & (s["prefill_tokens"] == 0) & (s["switch_cost_s"] == 0)]
     s = s[s["mean_context_len"].notna() & (s["gamma"] <= profile.gamma_max)]
     predicted = []
+    clamped = 0
     for b, g, c in zip(s["batch_size"], s["gamma"], s["mean_context_len"], strict=True):
-        try:
-            predicted.append(profile.step_time_s(int(b), int(g), float(c)))
-        except ProfileRangeError:
-            predicted.append(np.nan)
-    s = s.assign(predicted_s=predicted).dropna(subset=["predicted_s"])
+        # Off the grid is priced at its edge (Profile.clamp, as in the simulator) and
+        # counted, never dropped: short prompts under a 128..512 grid are common.
+        clamped += profile.off_grid(int(b), float(c))
+        predicted.append(profile.step_time_s(int(b), int(g), float(c)))
+    s = s.assign(predicted_s=predicted)
     if s.empty:
-        raise NightjarInputError(f"run {run.policy!r} has no pure decode steps inside the profile")
+        raise NightjarInputError(f"run {run.policy!r} has no pure decode steps to compare")
     err = 100.0 * (s["predicted_s"] / s["step_time_s"] - 1.0)
     bucket = pd.cut(s["batch_size"], [0, 1, 4, 16, 64, 256, 1 << 20],
                     labels=["1", "2-4", "5-16", "17-64", "65-256", "257+"])
@@ -138,7 +140,9 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
         .reset_index()
     )
     table[["measured_ms", "predicted_ms"]] *= 1e3
-    return StepModelError(len(s), float(err.abs().median()), float(err.mean()), table)
+    return StepModelError(
+        len(s), float(err.abs().median()), float(err.mean()), table, clamped=clamped
+    )
 
 
 def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:

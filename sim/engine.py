@@ -13,22 +13,32 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from math import inf
 from typing import Any
 
 import numpy as np
 import simpy
 
+from nightjar.errors import NightjarInputError
 from nightjar.policy import Policy, clamp_decision
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.batch import RunningBatch
 from nightjar.sim.config import DraftKVMode, SimConfig
-from nightjar.sim.draft import DraftMemory
+from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.prefill import chunked_prefill_s
 from nightjar.types import Decision, StepContext, StepOutcome
+
+# An idle engine (requests waiting, none admissible, nothing running) looks again
+# after this much simulated time, like a server's scheduler loop polling.
+IDLE_POLL_S = 0.01
+
+
+class SimulationStalled(NightjarInputError):
+    """The engine cannot make progress: nothing runs and nothing can be admitted."""
 
 
 def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
@@ -83,14 +93,21 @@ class Engine:
         self.wants_requests = bool(getattr(policy, "uses_request_info", False))
         self.drafted_total = 0
         self.accepted_total = 0
-        # Contexts beyond the profile's table are priced at its last row and counted
-        # (``context_clamped_steps`` in the run's summary), never extrapolated.
+        # Batch sizes and contexts outside the profile's table are priced at its edge
+        # (Profile.clamp, shared with the policies and the memory controller) and
+        # counted (``context_clamped_steps`` in the run's summary), never extrapolated.
         self.context_clamped_steps = 0
+        # Idle longer than this with no transfer under way means no event can ever
+        # admit the head of the queue: the longest the memory controller may hold
+        # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
+        mem = config.memory
+        self.stall_limit_s = mem.max_dwell_s + mem.reload_hold_s + DRAIN_TIMEOUT_S + 1.0
 
     # -- the simpy process -------------------------------------------------------
     def run(self) -> Generator[simpy.Event, Any, None]:
         n = self.ledger.arrival_s.shape[0]
         arrivals = self.ledger.arrival_s
+        idle_since: float | None = None
         while self.ledger.finished < n:
             now = self.env.now
             while self.next_arrival < n and arrivals[self.next_arrival] <= now:
@@ -99,10 +116,39 @@ class Engine:
             if not len(self.batch) and not self.waiting:
                 yield self.env.timeout(float(arrivals[self.next_arrival]) - now)
                 continue
+            running = len(self.batch)
             step_time = self._step(now)
-            yield self.env.timeout(step_time)
-            if self.on_step is not None:
-                self.on_step(self.env.now)
+            last = self.steps[-1]
+            # A step that preempted its whole batch is followed at once by one that
+            # admits or finds the engine idle, so only a step that started idle waits.
+            if step_time > 0.0 or running or last.emitted or last.prefill_tokens:
+                idle_since = None
+                yield self.env.timeout(step_time)
+                if self.on_step is not None:
+                    self.on_step(self.env.now)
+                continue
+            # The watchdog: a step that took no time and moved no token. Nothing runs
+            # and the head of the queue cannot be admitted (a draft transfer or a
+            # drain holds the blocks it needs), so wait for the next event instead
+            # of spinning at the same instant.
+            idle_since = now if idle_since is None else idle_since
+            yield self.env.timeout(self._idle_wait(now, idle_since))
+
+    def _idle_wait(self, now: float, idle_since: float) -> float:
+        """Simulated seconds an idle engine waits: to the next arrival or transfer,
+        at most one poll (the memory controller's dwell is counted in time)."""
+        pending = self.env.peek()  # a draft transfer's completion, if one is under way
+        n = self.ledger.arrival_s.shape[0]
+        arrival = float(self.ledger.arrival_s[self.next_arrival]) if self.next_arrival < n else inf
+        if pending == inf and now - idle_since > self.stall_limit_s:
+            head = self.waiting[0] if self.waiting else -1
+            tokens = int(self.ledger.prompt[head] + self.ledger.generated[head]) if head >= 0 else 0
+            raise SimulationStalled(
+                f"simulation stalled at {now:.3f} s: request {head} ({tokens} tokens) waits "
+                f"for KV blocks the pool ({self.pool.free} free of {self.pool.total}) cannot "
+                f"give it, with nothing running for {now - idle_since:.1f} s"
+            )
+        return max(0.0, min(pending, arrival, now + IDLE_POLL_S) - now)
 
     # -- one step -----------------------------------------------------------------
     def _context(self, now: float) -> StepContext:
@@ -161,8 +207,7 @@ class Engine:
         step_s = switch_s = 0.0
         if n:
             ctx = plan.mean_ctx
-            if ctx > profile.max_context_len:
-                ctx = profile.max_context_len
+            if profile.off_grid(n, ctx):  # priced at the table's edge by Profile.clamp
                 self.context_clamped_steps += 1
             step_s += self._decode_time(n, plan.gammas, plan.g_max, ctx)
             if plan.g_max > 0:
@@ -280,6 +325,12 @@ class Engine:
                 pool.allocate(total)
                 b.blocks += need
                 return preempted
+            if len(b) == 1 and gammas[0] > 0:
+                # Only the lookahead does not fit: the oldest request speculates as far
+                # as the pool lets it instead of preempting itself forever.
+                room = (pool.free + int(b.blocks[0])) * self.block_size - int(b.ctx[0]) - 1
+                gammas[0] = max(0, min(int(gammas[0]), room))
+                continue
             self._preempt_last()
             preempted = True
         return preempted

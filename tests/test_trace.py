@@ -210,7 +210,7 @@ BAD_CASES: list[tuple[Any, str]] = [
     ),
     ({"workload": "nope", "segments": [{"duration_s": 1, "rate_rps": 1}]}, "unknown workload"),
     ({"segments": [{"duration_s": 0, "rate_rps": 1}]}, r"segments\[0\]\.duration_s must be > 0"),
-    ({"segments": [{"duration_s": 5, "rate_rps": 1, "burstiness": 0}]}, "burstiness must be > 0"),
+    ({"segments": [{"duration_s": 5, "rate_rps": 1, "burstiness": 0}]}, "burstiness must be >= 0.001"),
     ({"segments": [{"duration_s": 5, "rate": 1}]}, r"unknown field 'rate' \(did you mean"),
     ({"segments": [{"duration_s": 5, "rate_rps": 0}]}, "generate no requests"),
     ({"segments": [{"duration_s": 1e6, "rate_rps": 1e3}]}, "more than"),
