@@ -18,7 +18,13 @@ import numpy as np
 
 from nightjar.errors import NightjarInputError
 from nightjar.reading import loads_json
-from nightjar.trace_schema import FORMAT_VERSION, SegmentSpec, TraceSpec, parse_trace_json
+from nightjar.trace_schema import (
+    FORMAT_VERSION,
+    SegmentSpec,
+    TraceSpec,
+    check_seed,
+    parse_trace_json,
+)
 from nightjar.workloads import MAX_TOKENS, get_workload
 
 Prompt = str | list[int] | None
@@ -97,7 +103,7 @@ def _segment_arrivals(rng: np.random.Generator, seg: SegmentSpec, t0: float) -> 
 
 def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
     """Turn a validated spec into a :class:`Trace` (generating arrivals if needed)."""
-    seed = spec.seed if seed is None else seed
+    seed = spec.seed if seed is None else check_seed(seed)
     if spec.requests is not None:
         r = spec.requests
         # Stable sort: requests with equal arrival keep their file order.

@@ -70,6 +70,13 @@ class TraceSpec:
     segments: list[SegmentSpec] | None
 
 
+def check_seed(seed: int, what: str = "--seed") -> int:
+    """A seed numpy accepts, or one line naming ``what``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise NightjarInputError(f"{what} must be an integer in 0..{MAX_SEED}, got {seed!r}")
+    return seed
+
+
 def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
     for key in obj:
         if key not in allowed:

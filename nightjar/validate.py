@@ -46,14 +46,16 @@ def load_run(folder: Path) -> RunResult:
             policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
             profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
             duration_s=float(meta["duration_s"]),
-            requests=_records(requests, RequestRecord), steps=_records(steps, StepRecord),
+            requests=_records(requests, RequestRecord, paths["requests.csv"]),
+            steps=_records(steps, StepRecord, paths["steps.csv"]),
         )
-    except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, ValueError, TypeError, OverflowError, RecursionError,
+            UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
     return result
 
 
-def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
+def _records(frame: pd.DataFrame, cls: Any, path: Path) -> list[Any]:
     names = [f.name for f in fields(cls) if f.name in frame.columns]
     required = {
         f.name for f in fields(cls)
@@ -62,7 +64,35 @@ def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
     absent = required - set(names)
     if absent:
         raise ValueError(f"missing column {sorted(absent)[0]}")
-    return [cls(**{str(k): v for k, v in row.items()}) for row in frame[names].to_dict("records")]
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    cols = {name: _column(frame[name], kinds[name], path, name) for name in names}
+    return [cls(**dict(zip(names, row, strict=True))) for row in zip(*cols.values(), strict=True)]
+
+
+def _column(col: pd.Series, kind: str, path: Path, name: str) -> list[Any]:
+    """A CSV column as the record field's type; a cell that is not one is an error."""
+    if kind == "str":
+        return [str(v) for v in col]
+    if kind == "bool":
+        text = col.astype(str).str.lower()
+        bad = ~text.isin(["true", "false", "1", "0"])
+        values: list[Any] = (text.isin(["true", "1"])).tolist()
+    else:
+        num = pd.to_numeric(col, errors="coerce")
+        bad = num.isna() & col.notna()  # text that is not a number
+        if kind == "int":
+            # Integers: no gaps, no fractions, within int64.
+            bad |= num.isna() | (num % 1 != 0) | (num.abs() > 2**62)
+            values = num.fillna(0).astype("int64").tolist() if not bad.any() else []
+        else:
+            values = num.astype(float).tolist()
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        raise NightjarInputError(
+            f"{path}: line {i + 2}: column {name} holds {str(col.iloc[i])[:40]!r}, "
+            f"not {'an integer' if kind == 'int' else 'a ' + kind}"
+        )
+    return values
 
 
 def trace_of(run: RunResult) -> Trace:
@@ -77,14 +107,17 @@ def trace_of(run: RunResult) -> Trace:
     mean_gamma = float(spec["drafted"].sum() / max(spec["batch_size"].sum(), 1))
     acceptance = alpha_from_ratio(ratio, max(mean_gamma, 1.0))
     n = len(req)
-    return Trace(
-        name=run.trace, seed=run.seed,
-        arrival_s=req["arrival_s"].to_numpy(dtype=float),
-        prompt_tokens=req["prompt_tokens"].to_numpy(dtype=np.int64),
-        output_tokens=req["output_tokens"].to_numpy(dtype=np.int64),
-        workload=np.array(["sharegpt"] * n, dtype=object),
-        acceptance=acceptance, prompts=None,
-    )
+    try:
+        return Trace(
+            name=run.trace, seed=run.seed,
+            arrival_s=req["arrival_s"].to_numpy(dtype=float),
+            prompt_tokens=req["prompt_tokens"].to_numpy(dtype=np.int64),
+            output_tokens=req["output_tokens"].to_numpy(dtype=np.int64),
+            workload=np.array(["sharegpt"] * n, dtype=object),
+            acceptance=acceptance, prompts=None,
+        )
+    except ValueError as exc:  # the run's requests break a trace invariant
+        raise NightjarInputError(f"run {run.policy!r}: its requests are no trace ({exc})") from None
 
 
 def alpha_from_ratio(ratio: np.ndarray, gamma: float) -> np.ndarray:

@@ -6,7 +6,6 @@ vLLM is imported only when the command runs, so ``nightjar --help`` works withou
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +238,7 @@ def _replay_all(
     from rich.console import Console
 
     from nightjar.metrics import summarize
+    from nightjar.outdir import default_out_dir
     from nightjar.output import prepare_out_dir, write_all
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
@@ -246,7 +246,7 @@ def _replay_all(
     trace = load_trace(args.trace)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
-    out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or default_out_dir(f"live-{trace.name}")
     prepare_out_dir(out, args.force)
 
     from nightjar.live.engine import EngineSpec, prepare_env
