@@ -16,14 +16,19 @@ from typing import Any
 from nightjar.errors import NightjarInputError
 
 
-def read_text(path: Path, what: str) -> str:
-    """The UTF-8 text of a regular file; ``what`` names it in errors ("profile x.json")."""
+def check_regular(path: Path, what: str) -> None:
+    """Refuse anything but an existing regular file, before opening it."""
     try:
         mode = path.stat().st_mode
     except OSError as exc:
         raise NightjarInputError(f"{what}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(mode):
         raise NightjarInputError(f"{what}: not a regular file")
+
+
+def read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of a regular file; ``what`` names it in errors ("profile x.json")."""
+    check_regular(path, what)
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
+from nightjar.reading import check_regular, loads_json, read_text
 from nightjar.trace import Prompt, Trace
 from nightjar.trace_schema import MIN_BURSTINESS, check_seed
 from nightjar.workloads import MAX_TOKENS, get_workload
@@ -83,6 +83,7 @@ def import_azure_csv(
     prompt: list[int] = []
     output: list[int] = []
     zero = non_finite = 0
+    check_regular(path, f"{path}")
     try:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
@@ -217,14 +218,7 @@ def import_sharegpt(
         raise NightjarInputError(
             f"--rate must be > 0 (or inf) and --burstiness a finite number >= {MIN_BURSTINESS}"
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NightjarInputError(f"{path}: cannot read dataset ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise NightjarInputError(
-            f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}"
-        ) from None
+    data = loads_json(read_text(path, f"{path}"), f"{path}")
     if not isinstance(data, list):
         raise NightjarInputError(f"{path}: expected a JSON list of conversations")
     texts: list[str] = []
