@@ -1,0 +1,261 @@
+"""Issue #13 problem 4: property-based tests of every parser and of the CLI.
+
+For any generated input a parser returns a valid object or raises
+NightjarInputError with a one-line message; the CLI exits 0 or 2 and never lets an
+exception out. Bounded: a fixed number of examples each, no deadline, ~1 minute in all.
+"""
+
+import contextlib
+import io
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nightjar.cli import main
+from nightjar.errors import NightjarInputError
+from nightjar.policy import Policy, PolicyEnv, make_policy, registered
+from nightjar.profile import Profile, load_profile
+from nightjar.trace import Trace, materialize
+from nightjar.trace_import import import_azure_csv, import_sharegpt
+from nightjar.trace_schema import parse_trace_json
+
+A100 = "a100-80gb/vicuna-13b+vicuna-68m"
+FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+# Values that break parsers: wrong types, non-finite and huge numbers, odd text.
+ODD = st.sampled_from([
+    0, 1, 2, -1, 3.5, -0.0, 1e-300, 1e300, 2**63, 2**70, -(2**70), math.nan, math.inf,
+    -math.inf, "", "x", "1", "²", "\n", "../..", None, True, False, [], {}, [1], {"a": 1},
+])
+SCALARS = st.one_of(ODD, st.integers(), st.floats(allow_nan=True), st.text(max_size=12),
+                    st.booleans(), st.none())
+JSON = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=12)
+
+
+def one_line_error(exc: NightjarInputError) -> None:
+    text = str(exc)
+    assert text and "\n" not in text and "\r" not in text and len(text) <= 2000
+
+
+# -- traces ---------------------------------------------------------------------------
+
+REQ_KEYS = ["arrival_s", "prompt_tokens", "output_tokens", "prompt", "prompt_token_ids",
+            "workload", "acceptance", "arival_s"]
+SEG_KEYS = ["duration_s", "rate_rps", "burstiness", "workload", "prompt_tokens",
+            "output_tokens", "acceptance"]
+# Small, mostly sane numbers so that valid generative traces stay small.
+SEG_VALUES = st.one_of(ODD, st.sampled_from([0.5, 1, 2, 3, 10]),
+                       st.fixed_dictionaries({"dist": st.sampled_from(
+                           ["uniform", "lognormal", "constant", "x"])},
+                           optional={"min": ODD, "max": ODD, "mean": ODD, "sigma": ODD,
+                                     "value": ODD}))
+
+
+def requests() -> st.SearchStrategy[Any]:
+    req = st.dictionaries(st.sampled_from(REQ_KEYS), st.one_of(SCALARS, JSON), max_size=6)
+    return st.lists(st.one_of(req, JSON), max_size=4)
+
+
+def segments() -> st.SearchStrategy[Any]:
+    return st.lists(st.dictionaries(st.sampled_from(SEG_KEYS), SEG_VALUES, max_size=7),
+                    max_size=3)
+
+
+TRACE_DOC = st.one_of(
+    JSON,
+    st.fixed_dictionaries({"requests": requests()}, optional={
+        "seed": SCALARS, "name": SCALARS, "duration_s": SCALARS, "format_version": SCALARS,
+        "workload": st.sampled_from(["sharegpt", "alpaca", "nope", 3])}),
+    st.fixed_dictionaries({"segments": segments()}, optional={
+        "seed": SCALARS, "name": SCALARS, "description": SCALARS}),
+)
+
+
+def check_trace(trace: Trace) -> None:
+    assert len(trace) >= 1
+    assert np.all(np.isfinite(trace.arrival_s)) and np.all(np.diff(trace.arrival_s) >= 0)
+    assert trace.prompt_tokens.min() >= 1 and trace.output_tokens.min() >= 1
+
+
+@FUZZ
+@given(TRACE_DOC)
+def test_trace_parser_gives_a_trace_or_one_line(doc: Any) -> None:
+    try:
+        trace = materialize(parse_trace_json(doc, "fuzz.json", "fuzz"))
+    except NightjarInputError as exc:
+        one_line_error(exc)
+        return
+    check_trace(trace)
+
+
+# -- profiles -------------------------------------------------------------------------
+
+BASE_PROFILE = load_profile(A100).to_json()
+FIELDS = [("memory", k) for k in BASE_PROFILE["memory"]] + [
+    (k,) for k in BASE_PROFILE if k not in ("decode", "draft_forward", "prefill")
+] + [("decode", 0, 0), ("decode", 5, 2), ("decode", 7, 3), ("draft_forward", 0, 1),
+     ("prefill", 0, 0), ("prefill", 1, 1), ("acceptance", "sharegpt", "mean"),
+     ("acceptance", "sharegpt", "concentration"), ("typo",), ("memory", "typo")]
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(FIELDS), st.one_of(ODD, JSON)), max_size=3))
+def test_profile_parser_gives_a_profile_or_one_line(edits: list[tuple[Any, Any]]) -> None:
+    data = json.loads(json.dumps(BASE_PROFILE))
+    for path, value in edits:
+        node = data
+        for key in path[:-1]:
+            node = node[key] if isinstance(node, dict | list) else None
+        if isinstance(node, dict | list):  # an earlier edit may have replaced the parent
+            node[path[-1]] = value
+    try:
+        p = Profile.from_json(data, "fuzz.json")
+    except NightjarInputError as exc:
+        one_line_error(exc)
+        return
+    assert p.memory.kv_blocks(True) >= 1
+    assert p.step_time_s(1, 0, p.min_context_len) >= 0
+
+
+@FUZZ
+@given(JSON)
+def test_profile_parser_on_any_json(doc: Any) -> None:
+    if not isinstance(doc, dict):
+        return
+    try:
+        Profile.from_json(doc, "fuzz.json")
+    except NightjarInputError as exc:
+        one_line_error(exc)
+
+
+# -- policy specs ---------------------------------------------------------------------
+
+NAMES = sorted(registered())
+SPEC = st.one_of(
+    st.text(max_size=20),
+    st.builds(lambda n, sep, arg: n + sep + arg, st.sampled_from(NAMES),
+              st.sampled_from([":", "", "::"]),
+              st.text(alphabet="0123456789-:,.²x ", max_size=14)),
+)
+
+
+@FUZZ
+@given(SPEC, st.integers(min_value=1, max_value=8))
+def test_policy_specs_build_a_policy_or_one_line(spec: str, gamma_max: int) -> None:
+    profile = load_profile(A100)
+    try:
+        policy = make_policy(spec, PolicyEnv(gamma_max=gamma_max, latency=profile))
+    except NightjarInputError as exc:
+        one_line_error(exc)
+        return
+    assert isinstance(policy, Policy)
+
+
+# -- importers ------------------------------------------------------------------------
+
+CELL = st.one_of(st.sampled_from(["0", "1", "7", "nan", "inf", "-1", "1e400", str(2**70),
+                                  "2023-11-16 18:15:46.6805900", "x", "", "1.5", "²"]),
+                 st.text(alphabet="0123456789.:- e", max_size=12))
+
+
+@FUZZ
+@given(st.lists(st.lists(CELL, min_size=2, max_size=4), max_size=6),
+       st.sampled_from(["TIMESTAMP,ContextTokens,GeneratedTokens", "TIMESTAMP,ContextTokens",
+                        "a,b,c"]))
+def test_azure_import_gives_a_trace_or_one_line(rows: list[list[str]], header: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "az.csv"
+        path.write_text(header + "\n" + "\n".join(",".join(r) for r in rows) + "\n")
+        try:
+            trace, report = import_azure_csv(path)
+        except NightjarInputError as exc:
+            one_line_error(exc)
+            return
+    check_trace(trace)
+    assert report.kept == len(trace)
+
+
+TURN = st.fixed_dictionaries({}, optional={"from": st.sampled_from(["human", "gpt", "user", 3]),
+                                           "value": st.one_of(st.text(max_size=30), SCALARS)})
+
+
+@FUZZ
+@given(st.one_of(JSON, st.lists(st.fixed_dictionaries(
+    {"conversations": st.lists(TURN, max_size=4)}), max_size=4)),
+    st.sampled_from([1.0, math.inf, 0.0, -1.0, math.nan]))
+def test_sharegpt_import_gives_a_trace_or_one_line(doc: Any, rate: float) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "sg.json"
+        path.write_text(json.dumps(doc))
+        try:
+            trace, _ = import_sharegpt(path, rate_rps=rate)
+        except NightjarInputError as exc:
+            one_line_error(exc)
+            return
+    check_trace(trace)
+
+
+# -- the CLI --------------------------------------------------------------------------
+
+SMALL_TRACE = '{"requests": [{"arrival_s": 0, "prompt_tokens": 40, "output_tokens": 5},' \
+              ' {"arrival_s": 0.2, "prompt_tokens": 30, "output_tokens": 3}]}'
+FLAG_VALUES = st.one_of(st.sampled_from(["-1", "0", "1", "2", "4", "nan", "inf", "1e-30",
+                                         "x", "", "fixed:3", "schedule:", "nospec", "all",
+                                         "99", "skip", "on", "migrate", "burst", "..", "²"]),
+                        st.text(max_size=8))
+SIM_FLAGS = ["--policy", "--seed", "--gamma-max", "--draft-kv", "--acceptance", "--offload",
+             "--reload", "--on-unfit", "--profile", "--trace"]
+TRACE_SHOW = ["--seed", "--window"]
+GEN_FLAGS = ["--rate", "--duration", "--burstiness", "--segments", "--seed", "--workload"]
+
+
+def argv_strategy(tmp: Path) -> st.SearchStrategy[list[str]]:
+    def flags(names: list[str]) -> st.SearchStrategy[list[str]]:
+        pair = st.tuples(st.sampled_from(names), FLAG_VALUES).map(list)
+        return st.lists(pair, max_size=4).map(lambda ps: [x for p in ps for x in p])
+
+    trace = str(tmp / "small.json")
+    sim = flags(SIM_FLAGS).map(lambda f: ["sim", "--quiet", "--no-report", "--no-oracle",
+                                          "--trace", trace, "--policy", "nospec", *f,
+                                          "--out", str(tmp / "out"), "--force"])
+    show = flags(TRACE_SHOW).map(lambda f: ["trace", "show", trace, *f])
+    gen = flags(GEN_FLAGS).map(lambda f: ["trace", "gen", "--rate", "1", "--duration", "2",
+                                          *f, "--out", str(tmp / "g.json"), "--force"])
+    prof = st.sampled_from([["profile", "--list"], ["profile", "--show", A100],
+                            ["profile", "--show", A100, "--context", "nan"],
+                            ["profile", "--roofline", "--gpu", "rtx4090"]])
+    junk = st.lists(FLAG_VALUES, max_size=4)
+    return st.one_of(sim, show, gen, prof, junk)
+
+
+def test_cli_fuzz_exits_0_or_2_and_never_a_traceback() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        (tmp / "small.json").write_text(SMALL_TRACE)
+
+        @settings(max_examples=250, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+        @given(argv_strategy(tmp))
+        def run(argv: list[str]) -> None:
+            out, err = io.StringIO(), io.StringIO()
+            code: Any
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as exc:  # argparse: usage errors (2) and --help (0)
+                    code = exc.code
+            assert code in (0, 2), (argv, err.getvalue()[-1000:])
+            assert "Traceback" not in err.getvalue()
+            if code == 2 and err.getvalue():
+                assert err.getvalue().count("\n") == 1, err.getvalue()
+
+        run()
