@@ -34,6 +34,8 @@ ODD = st.sampled_from([
     0, 1, 2, -1, 3.5, -0.0, 1e-300, 1e300, 2**63, 2**70, -(2**70), math.nan, math.inf,
     -math.inf, "", "x", "1", "²", "\n", "../..", None, True, False, [], {}, [1], {"a": 1},
 ])
+# The values most parsers get wrong: beyond int64, negative, zero, NaN.
+EDGE = [2**63, 2**70, -1, 0, math.nan, math.inf]
 SCALARS = st.one_of(ODD, st.integers(), st.floats(allow_nan=True), st.text(max_size=12),
                     st.booleans(), st.none())
 JSON = st.recursive(SCALARS, lambda inner: st.one_of(
@@ -60,9 +62,21 @@ SEG_VALUES = st.one_of(ODD, st.sampled_from([0.5, 1, 2, 3, 10]),
                                      "value": ODD}))
 
 
+def near(*good: Any) -> st.SearchStrategy[Any]:
+    """Mostly a valid value, often an odd one: deep bugs hide behind valid neighbours."""
+    return st.one_of(st.sampled_from(good), ODD, st.sampled_from(EDGE))
+
+
 def requests() -> st.SearchStrategy[Any]:
-    req = st.dictionaries(st.sampled_from(REQ_KEYS), st.one_of(SCALARS, JSON), max_size=6)
-    return st.lists(st.one_of(req, JSON), max_size=4)
+    loose = st.dictionaries(st.sampled_from(REQ_KEYS), st.one_of(SCALARS, JSON), max_size=6)
+    near_valid = st.fixed_dictionaries(
+        {"arrival_s": near(0, 0.5, 2.0), "prompt_tokens": near(1, 10, 300),
+         "output_tokens": near(1, 5, 50)},
+        optional={"workload": near("sharegpt", "alpaca"), "acceptance": near(0.0, 0.5),
+                  "prompt_token_ids": st.lists(near(0, 5, 31999), max_size=3),
+                  "prompt": near("hi", "")},
+    )
+    return st.lists(st.one_of(near_valid, near_valid, loose, JSON), max_size=4)
 
 
 def segments() -> st.SearchStrategy[Any]:
