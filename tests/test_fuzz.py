@@ -25,6 +25,8 @@ from nightjar.trace import Trace, materialize
 from nightjar.trace_import import import_azure_csv, import_sharegpt
 from nightjar.trace_schema import parse_trace_json
 
+from .hang import fails_after
+
 A100 = "a100-80gb/vicuna-13b+vicuna-68m"
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -222,47 +224,70 @@ def test_sharegpt_import_gives_a_trace_or_one_line(doc: Any, rate: float) -> Non
 
 SMALL_TRACE = '{"requests": [{"arrival_s": 0, "prompt_tokens": 40, "output_tokens": 5},' \
               ' {"arrival_s": 0.2, "prompt_tokens": 30, "output_tokens": 3}]}'
-FLAG_VALUES = st.one_of(st.sampled_from(["-1", "0", "1", "2", "4", "nan", "inf", "1e-30",
-                                         "x", "", "fixed:3", "schedule:", "nospec", "all",
-                                         "99", "skip", "on", "migrate", "burst", "..", "²"]),
-                        st.text(max_size=8))
-SIM_FLAGS = ["--policy", "--seed", "--gamma-max", "--draft-kv", "--acceptance", "--offload",
-             "--reload", "--on-unfit", "--profile", "--trace"]
-TRACE_SHOW = ["--seed", "--window"]
-GEN_FLAGS = ["--rate", "--duration", "--burstiness", "--segments", "--seed", "--workload"]
+BIG_TRACE = '{"requests": [{"arrival_s": 0, "prompt_tokens": 10000000, "output_tokens": 5},' \
+            ' {"arrival_s": 0.1, "prompt_tokens": 30, "output_tokens": 3}]}'
+ODD_TEXT = st.one_of(st.sampled_from(["", "x", "nan", "inf", "-1", "1e-300", "²", ".."]),
+                     st.text(max_size=8))
+# Per flag: mostly values a user would type, sometimes odd ones, so that runs get deep.
+VALUES: dict[str, list[str]] = {
+    "--policy": ["nospec", "fixed:1", "fixed:3", "fixed:99", "schedule", "schedule:",
+                 "schedule:1-4:2,5-:0", "nightjar", "nightjar+", "dsd", "oracle", "tetris",
+                 "sglang", "banditspec", "all", "fixed:²"],
+    "--seed": ["0", "1", "7", "-1", str(2**80)],
+    "--gamma-max": ["1", "2", "3", "4", "0", "9"],
+    "--draft-kv": ["skip", "sync"], "--acceptance": ["geometric", "positional"],
+    "--offload": ["on", "off"], "--reload": ["drain", "migrate"],
+    "--on-unfit": ["refuse", "skip"],
+    "--profile": [A100, "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b", "nope.json"],
+    "--window": ["0.1", "1", "1e-300", "inf"],
+    "--rate": ["0.5", "2", "0", "1e300"], "--duration": ["1", "2", "0", "inf"],
+    "--burstiness": ["1", "0.5", "1e-30", "0.001"],
+    "--segments": ["1:2", "2:1:0.5,1:1", "1:2:1e-9", "1:"],
+    "--workload": ["sharegpt", "alpaca", "nope"],
+}
 
 
 def argv_strategy(tmp: Path) -> st.SearchStrategy[list[str]]:
     def flags(names: list[str]) -> st.SearchStrategy[list[str]]:
-        pair = st.tuples(st.sampled_from(names), FLAG_VALUES).map(list)
+        pair = st.sampled_from(names).flatmap(lambda f: st.tuples(
+            st.just(f), st.one_of(st.sampled_from(VALUES[f]), st.sampled_from(VALUES[f]),
+                                  ODD_TEXT)).map(list))
         return st.lists(pair, max_size=4).map(lambda ps: [x for p in ps for x in p])
 
-    trace = str(tmp / "small.json")
-    sim = flags(SIM_FLAGS).map(lambda f: ["sim", "--quiet", "--no-report", "--no-oracle",
-                                          "--trace", trace, "--policy", "nospec", *f,
-                                          "--out", str(tmp / "out"), "--force"])
-    show = flags(TRACE_SHOW).map(lambda f: ["trace", "show", trace, *f])
+    traces = st.sampled_from([str(tmp / "small.json"), str(tmp / "big.json")])
+    sim = st.tuples(traces, flags([k for k in VALUES if k in SIM_FLAGS])).map(
+        lambda t: ["sim", "--quiet", "--no-report", "--no-oracle", "--trace", t[0], *t[1],
+                   "--out", str(tmp / "out"), "--force"])
+    show = st.tuples(traces, flags(TRACE_SHOW)).map(lambda t: ["trace", "show", t[0], *t[1]])
     gen = flags(GEN_FLAGS).map(lambda f: ["trace", "gen", "--rate", "1", "--duration", "2",
                                           *f, "--out", str(tmp / "g.json"), "--force"])
     prof = st.sampled_from([["profile", "--list"], ["profile", "--show", A100],
                             ["profile", "--show", A100, "--context", "nan"],
                             ["profile", "--roofline", "--gpu", "rtx4090"]])
-    junk = st.lists(FLAG_VALUES, max_size=4)
-    return st.one_of(sim, show, gen, prof, junk)
+    junk = st.lists(ODD_TEXT, max_size=4)
+    return st.one_of(sim, sim, show, gen, prof, junk)
+
+
+SIM_FLAGS = ["--policy", "--seed", "--gamma-max", "--draft-kv", "--acceptance", "--offload",
+             "--reload", "--on-unfit", "--profile"]
+TRACE_SHOW = ["--seed", "--window"]
+GEN_FLAGS = ["--rate", "--duration", "--burstiness", "--segments", "--seed", "--workload"]
 
 
 def test_cli_fuzz_exits_0_or_2_and_never_a_traceback() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         (tmp / "small.json").write_text(SMALL_TRACE)
+        (tmp / "big.json").write_text(BIG_TRACE)
 
-        @settings(max_examples=250, deadline=None, derandomize=True, database=None,
+        @settings(max_examples=400, deadline=None, derandomize=True, database=None,
                   suppress_health_check=[HealthCheck.too_slow])
         @given(argv_strategy(tmp))
         def run(argv: list[str]) -> None:
             out, err = io.StringIO(), io.StringIO()
             code: Any
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                    fails_after(60):  # a hang is a failure, not a stuck test run
                 try:
                     code = main(argv)
                 except SystemExit as exc:  # argparse: usage errors (2) and --help (0)
