@@ -191,9 +191,18 @@ class Profile:
         return self.clamp(batch_size, context_len) != (batch_size, context_len)
 
     def _row(self, batch_size: int, context_len: float) -> tuple[int, int, float]:
-        if batch_size < 1:  # not a point off the grid but no batch at all: a caller's bug
-            raise ProfileRangeError(f"profile {self.name}: batch size {batch_size} is not >= 1")
-        b, c = self.clamp(batch_size, context_len)
+        # clamp() inlined: this runs several times per simulated step.
+        b, c = batch_size, context_len
+        if b > self.max_batch_size:
+            b = self.max_batch_size
+        elif b < self.min_batch_size:
+            if b < 1:  # not a point off the grid but no batch at all: a caller's bug
+                raise ProfileRangeError(f"profile {self.name}: batch size {b} is not >= 1")
+            b = self.min_batch_size
+        if not c >= self.min_context_len:  # also NaN
+            c = self.min_context_len
+        elif c > self.max_context_len:
+            c = self.max_context_len
         i, w = _segment(self._ctx, c)
         return b, i, w
 
