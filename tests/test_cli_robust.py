@@ -212,3 +212,27 @@ def test_a_fifo_as_profile_does_not_block(tmp_path: Path, capsys: Any) -> None:
         code, _, err = sim(["--trace", small_trace(tmp_path), "--profile", str(fifo),
                             "--out", str(tmp_path / "o")], capsys)
     assert code == 2 and "not a regular file" in err
+
+
+def test_live_refuses_reload_migrate_without_offload() -> None:
+    from nightjar.cli import build_parser
+    from nightjar.commands.live import memory_settings
+    from nightjar.errors import NightjarInputError
+
+    args = build_parser().parse_args(["live", "--model", "m", "--reload", "migrate"])
+    with pytest.raises(NightjarInputError, match="--reload migrate needs --offload on"):
+        memory_settings(args)
+    args = build_parser().parse_args(["live", "--model", "m", "--reload", "migrate",
+                                      "--offload", "on"])
+    assert memory_settings(args) == {}
+
+
+def test_writing_a_trace_or_profile_into_a_fifo_is_refused(tmp_path: Path, capsys: Any) -> None:
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    with fails_after(20):
+        assert main(["trace", "gen", "--rate", "1", "--duration", "2", "--out", str(fifo),
+                     "--force"]) == 2
+        assert main(["profile", "--roofline", "--gpu", "a100-80gb", "--model", "vicuna-13b",
+                     "--draft", "vicuna-68m", "--out", str(fifo), "--force"]) == 2
+    assert capsys.readouterr().err.count("not a regular file") == 2

@@ -45,6 +45,10 @@ def memory_settings(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.no_reload_on_gain:
         given["reload_on_gain"] = False
     if args.offload != "on":
+        if getattr(args, "reload", "drain") == "migrate":
+            raise NightjarInputError(
+                "--reload migrate needs --offload on (no draft reload without it)"
+            )
         if given:
             first = "--" + next(iter(given)).replace("_", "-")
             raise NightjarInputError(f"{first} sets the memory controller: add --offload on")

@@ -140,6 +140,8 @@ def _roofline(args: argparse.Namespace) -> int:
     out = (
         Path(args.out) if args.out else Path(f"{args.gpu}__{args.model}+{args.draft}.json".lower())
     )
+    if out.exists() and not out.is_file():  # a FIFO would block the write forever
+        raise NightjarInputError(f"cannot write {out}: it exists and is not a regular file")
     if out.exists() and not args.force:
         raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
     data = build_profile(

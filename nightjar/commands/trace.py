@@ -107,6 +107,8 @@ def dumps_trace(obj: dict[str, Any]) -> str:
 
 def _write(path_str: str, obj: dict[str, Any], force: bool) -> Path:
     path = Path(path_str)
+    if path.exists() and not path.is_file():  # a FIFO would block the write forever
+        raise NightjarInputError(f"cannot write {path}: it exists and is not a regular file")
     if path.exists() and not force:
         raise NightjarInputError(f"{path} exists; pass --force to overwrite it")
     try:
