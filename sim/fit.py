@@ -1,13 +1,18 @@
 """Which requests the engine can ever serve: the check made before a run starts.
 
-A request is served only if, alone in the engine, its whole context fits the largest
-KV pool the engine can ever have: ``ceil((prompt + output) / block_size)`` blocks
-(its last decode step holds ``prompt + output - 1`` tokens plus the one it writes;
-speculation is cut to what the pool leaves a lone request, so lookahead never decides
-whether a request can run). The largest pool is the one without the draft when the
-draft may be offloaded (``--offload on``), else the one with it. Token budget and
-sequence slots never stop a lone request (an over-budget prompt is admitted alone,
-standing in for chunked prefill), so the KV pool is the only limit.
+A request can run only if
+
+- it is no longer than ``max_model_len`` (prompt + output tokens), when the config
+  sets one: vLLM refuses longer requests;
+- alone in the engine, its whole context fits the largest KV pool the engine can
+  ever have: ``ceil((prompt + output) / block_size)`` blocks. Its last decode step
+  holds ``prompt + output - 1`` tokens plus the one it writes; speculation is cut to
+  what the pool leaves a lone request, so lookahead never decides whether a request
+  can run. The largest pool is the one without the draft when the draft may be
+  offloaded (``--offload on``), else the one with it.
+
+The token budget and the sequence slots never stop a lone request (an over-budget
+prompt is admitted alone, standing in for chunked prefill), so they add no limit.
 
 A request that fails the check would wait forever at the head of the FCFS queue, so
 it is refused before the first step (one line naming it), or, when the caller asks
@@ -70,19 +75,26 @@ def check_fit(trace: Trace, profile: Profile, config: SimConfig) -> Fit:
     cap = kv_capacity(profile, config)
     bs = profile.memory.block_size
     # Trace token counts are at most MAX_TOKENS (2**40), so the int64 sum cannot wrap.
-    need = -(-(trace.prompt_tokens + trace.output_tokens) // bs)
-    bad = np.flatnonzero(need > cap)
-    kept = np.flatnonzero(need <= cap)
+    tokens = trace.prompt_tokens + trace.output_tokens
+    need = -(-tokens // bs)
+    too_long = tokens > (config.max_model_len or np.iinfo(np.int64).max)
+    unfit = (need > cap) | too_long
+    bad = np.flatnonzero(unfit)
+    kept = np.flatnonzero(~unfit)
     message = ""
     if bad.size:
         i = int(bad[0])
-        where = "without the draft (--offload on)" if config.offload else "with the draft resident"
-        message = (
-            f"request {i} (arrival {float(trace.arrival_s[i]):g} s, prompt "
-            f"{int(trace.prompt_tokens[i])} + output {int(trace.output_tokens[i])} tokens) "
-            f"needs {int(need[i])} KV blocks of {bs} tokens, but the pool of profile "
-            f"{profile.name} never holds more than {cap} {where}"
-        )
+        what = (f"request {i} (arrival {float(trace.arrival_s[i]):g} s, prompt "
+                f"{int(trace.prompt_tokens[i])} + output {int(trace.output_tokens[i])} tokens)")
+        if too_long[i]:
+            message = f"{what} is longer than --max-model-len {config.max_model_len}"
+        else:
+            where = ("without the draft (--offload on)" if config.offload
+                     else "with the draft resident")
+            message = (
+                f"{what} needs {int(need[i])} KV blocks of {bs} tokens, but the pool of "
+                f"profile {profile.name} never holds more than {cap} {where}"
+            )
         if bad.size > 1:
             message += f"; {bad.size - 1} more request(s) cannot run either"
     return Fit(kept, bad, cap, message)

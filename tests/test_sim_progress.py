@@ -139,3 +139,13 @@ def test_cli_skip_reports_the_rejected_requests(tmp_path: Path, capsys: Any) -> 
     assert "skipping 1 request(s) that can never run" in capsys.readouterr().out
     summary = (out / "summary.csv").read_text()
     assert "rejected_requests" in summary.splitlines()[0]
+
+
+def test_max_model_len_refuses_or_skips_long_requests(a100: Profile) -> None:
+    trace = trace_of([(0.0, 100, 20), (0.1, 500, 20)])
+    cfg = SimConfig(max_model_len=512)
+    with pytest.raises(NightjarInputError, match=r"request 1 .* longer than --max-model-len 512"):
+        simulate(trace, a100, "nospec", cfg)
+    result = simulate(trace, a100, "nospec", cfg, on_unfit=OnUnfit.SKIP)
+    assert [r.request_id for r in result.requests] == [0]
+    assert result.extra["rejected_requests"] == 1.0

@@ -41,6 +41,11 @@ def add_parser(sub: Any) -> None:
                    help="how a reload takes back its KV blocks")
     p.add_argument("--no-oracle", action="store_true", help="skip the oracle run used for regret")
     p.add_argument(
+        "--max-model-len", type=int, default=None, metavar="N",
+        help="the most tokens (prompt + output) a request may hold, as vLLM's"
+        " max_model_len (default: no limit beyond the KV cache)",
+    )
+    p.add_argument(
         "--on-unfit", choices=["refuse", "skip"], default="refuse",
         help="a request that can never fit the KV cache: refuse the run (default) or skip"
         " it and count it as rejected",
@@ -123,6 +128,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
     if not 0 <= args.seed <= MAX_SEED:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise NightjarInputError(f"--max-model-len must be >= 1, got {args.max_model_len}")
     if args.reload == "migrate" and args.offload != "on":
         raise NightjarInputError("--reload migrate needs --offload on (no draft reload without it)")
     trace = load_trace(args.trace)
@@ -139,7 +146,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     cfg = SimConfig(
         seed=args.seed, gamma_max=args.gamma_max, draft_kv_mode=DraftKVMode(args.draft_kv),
         acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
-        reload_mode=ReloadMode(args.reload),
+        reload_mode=ReloadMode(args.reload), max_model_len=args.max_model_len,
     )
     check_policies(runs, trace, profile, cfg)
     on_unfit = OnUnfit(args.on_unfit)
