@@ -63,6 +63,8 @@ class SimConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.seed < 2**63:  # numpy's generators take non-negative seeds
+            raise ValueError(f"seed must be in 0..2**63-1, got {self.seed}")
         if self.gamma_max < 0 or self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("gamma_max >= 0, max_num_seqs >= 1, max_num_batched_tokens >= 1")
         if self.max_model_len is not None and self.max_model_len < 1:
