@@ -21,6 +21,7 @@ from nightjar.cli import main
 from nightjar.errors import NightjarInputError
 from nightjar.policy import Policy, PolicyEnv, make_policy, registered
 from nightjar.profile import Profile, load_profile
+from nightjar.sim import SimConfig, simulate
 from nightjar.trace import Trace, materialize
 from nightjar.trace_import import import_azure_csv, import_sharegpt
 from nightjar.trace_schema import parse_trace_json
@@ -123,16 +124,23 @@ FIELDS = [("memory", k) for k in BASE_PROFILE["memory"]] + [
      ("acceptance", "sharegpt", "concentration"), ("typo",), ("memory", "typo")]
 
 
+def _has(node: Any, key: Any) -> bool:
+    if isinstance(node, dict):
+        return key in node
+    return isinstance(node, list) and isinstance(key, int) and key < len(node)
+
+
 @FUZZ
 @given(st.lists(st.tuples(st.sampled_from(FIELDS), st.one_of(ODD, JSON)), max_size=3))
 def test_profile_parser_gives_a_profile_or_one_line(edits: list[tuple[Any, Any]]) -> None:
     data = json.loads(json.dumps(BASE_PROFILE))
     for path, value in edits:
-        node = data
+        # An earlier edit may have replaced a parent: only edit where the path still leads.
+        target: Any = data
         for key in path[:-1]:
-            node = node[key] if isinstance(node, dict | list) else None
-        if isinstance(node, dict | list):  # an earlier edit may have replaced the parent
-            node[path[-1]] = value
+            target = target[key] if _has(target, key) else None
+        if isinstance(target, dict) or _has(target, path[-1]):
+            target[path[-1]] = value
     try:
         p = Profile.from_json(data, "fuzz.json")
     except NightjarInputError as exc:
@@ -140,6 +148,20 @@ def test_profile_parser_gives_a_profile_or_one_line(edits: list[tuple[Any, Any]]
         return
     assert p.memory.kv_blocks(True) >= 1
     assert p.step_time_s(1, 0, p.min_context_len) >= 0
+    # A profile that loads must also run: refused requests are one line too.
+    trace = Trace(
+        name="f", seed=0, arrival_s=np.array([0.0, 0.1]), prompt_tokens=np.array([40, 3000]),
+        output_tokens=np.array([6, 4]), workload=np.array(["sharegpt"] * 2, dtype=object),
+        acceptance=np.full(2, np.nan),
+    )
+    for offload in (False, True):
+        try:
+            with fails_after(30):
+                result = simulate(trace, p, "fixed:1", SimConfig(offload=offload))
+        except NightjarInputError as exc:
+            one_line_error(exc)
+            continue
+        assert all(np.isfinite(r.finish_s) for r in result.requests)
 
 
 @FUZZ
