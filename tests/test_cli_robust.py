@@ -236,3 +236,16 @@ def test_writing_a_trace_or_profile_into_a_fifo_is_refused(tmp_path: Path, capsy
         assert main(["profile", "--roofline", "--gpu", "a100-80gb", "--model", "vicuna-13b",
                      "--draft", "vicuna-68m", "--out", str(fifo), "--force"]) == 2
     assert capsys.readouterr().err.count("not a regular file") == 2
+
+
+def test_validate_writes_its_folder_whole_or_not_at_all(tmp_path: Path, capsys: Any) -> None:
+    run = tmp_path / "run"
+    assert sim(["--trace", small_trace(tmp_path), "--policy", "nospec", "--out", str(run)],
+               capsys)[0] == 0
+    out = tmp_path / "val"
+    argv = ["validate", "--live-run", str(run / "nospec"), "--out", str(out), "--profile"]
+    assert main([*argv, "nope.json"]) == 2
+    assert not out.exists() and not leftovers(tmp_path)
+    assert main([*argv, "a100-80gb/vicuna-13b+vicuna-68m"]) == 0
+    assert (out / "step_model.csv").is_file() and (out / MARKER).is_file()
+    assert not leftovers(tmp_path)
