@@ -53,7 +53,8 @@ class SimConfig:
     # vLLM's max_model_len: the most tokens (prompt + output) one request may hold;
     # None means no limit beyond the KV cache (see nightjar.sim.fit).
     max_model_len: int | None = None
-    draft_kv_mode: DraftKVMode = DraftKVMode.SKIP
+    # What vLLM does: nightjar.draft_kv.DEFAULT_DRAFT_KV, the default in every engine.
+    draft_kv_mode: DraftKVMode = DraftKVMode.SYNC
     acceptance_model: AcceptanceModel = AcceptanceModel.GEOMETRIC
     positional_decay: float = 0.9
     reload_mode: ReloadMode = ReloadMode.DRAIN

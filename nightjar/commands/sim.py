@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered, within_gamma_max
+from nightjar.profile import DEFAULT_PROFILE
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.profile import Profile
@@ -24,17 +26,21 @@ DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "night
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
-    p.add_argument("--profile", default=None, help="bundled profile name or path")
+    p.add_argument("--profile", default=None,
+                   help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
     p.add_argument(
         "--policy", action="append", dest="policies", metavar="SPEC",
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
         f" default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gamma-max", type=int, default=4)
-    p.add_argument("--draft-kv", choices=["skip", "sync"], default="skip",
-                   help="skip the draft at gamma 0 and rebuild its KV later, or keep it in sync")
-    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric")
+    p.add_argument("--seed", type=int, default=0, help="seed of acceptance draws and policies")
+    p.add_argument("--gamma-max", type=int, default=4,
+                   help="longest speculation a policy may choose")
+    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
+                   help="at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip "
+                   "the draft and rebuild its KV later")
+    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric",
+                   help="accepted-drafts model (docs/simulator.md)")
     p.add_argument("--offload", choices=["on", "off"], default="off",
                    help="move the draft to host memory under KV pressure")
     p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
@@ -53,16 +59,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--report-cdn", action="store_true",
+                   help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.metrics import summarize
     from nightjar.outdir import default_out_dir, staged_out_dir
     from nightjar.output import write_all
     from nightjar.progress import LazyProgress
-    from nightjar.regret import regret
+    from nightjar.results import ResultSet
     from nightjar.sim import simulate_many
     from nightjar.table import summary_table
 
@@ -86,14 +93,11 @@ def run(args: argparse.Namespace) -> int:
                 trace, profile, runs, cfg, progress=bar.update, on_unfit=plan.on_unfit
             )
 
-        oracle = next((r for r in results if r.policy == "oracle"), None)
-        summaries = [summarize(r) for r in results]
-        regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
         title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
-        console.print(summary_table(summaries, regrets, title=title))
+        result_set = ResultSet.build(results, title=title, gamma_max=args.gamma_max)
+        console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
         write_all(
-            results, tmp, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
-            report_title=None if args.no_report else title,
+            result_set, tmp, force=True, report=not args.no_report, report_cdn=args.report_cdn
         )
     console.print(f"wrote {out}/")
     return 0
@@ -111,7 +115,7 @@ class _Plan:
 
 def _plan(args: argparse.Namespace) -> _Plan:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
-    from nightjar.profile import DEFAULT_PROFILE, load_profile
+    from nightjar.profile import load_profile
     from nightjar.sim import (
         AcceptanceModel,
         DraftKVMode,
