@@ -187,13 +187,15 @@ class Engine:
         step = self.driver.plan(ctx)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
         gammas = self._gammas(step.decision, len(b))
-        preempted = self._grow_kv(gammas) or len(b) < ctx.batch_size
+        grown, cut = self._grow_kv(gammas)
+        preempted = grown or len(b) < ctx.batch_size
         n = len(b)
         gammas = gammas[:n]
         budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
         prefill_tokens = 0 if preempted else self._admit(budget)
         return _Plan(
-            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0, clamped=step.clamped,
+            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
+            clamped=step.clamped or cut,
             prefill_tokens=prefill_tokens, mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
         )
 
@@ -305,10 +307,14 @@ class Engine:
         overhead = timing.step_s - timing.draft_s - timing.verify_s
         return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
 
-    def _grow_kv(self, gammas: np.ndarray) -> bool:
-        """Reserve blocks for ``ctx + gamma + 1`` tokens; preempt newest if short."""
+    def _grow_kv(self, gammas: np.ndarray) -> tuple[bool, bool]:
+        """Reserve blocks for ``ctx + gamma + 1`` tokens; preempt newest if short.
+
+        Returns (preempted, lookahead cut): the cut overrides the policy's gamma, so
+        the step is reported ``clamped`` and learning policies skip it.
+        """
         b, pool = self.batch, self.pool
-        preempted = False
+        preempted = cut = False
         while len(b):
             need = _blocks_for(b.ctx + gammas[: len(b)] + 1, self.block_size) - b.blocks
             np.maximum(need, 0, out=need)
@@ -316,16 +322,17 @@ class Engine:
             if total <= pool.free:
                 pool.allocate(total)
                 b.blocks += need
-                return preempted
+                return preempted, cut
             if len(b) == 1 and gammas[0] > 0:
                 # Only the lookahead does not fit: the oldest request speculates as far
                 # as the pool lets it instead of preempting itself forever.
                 room = (pool.free + int(b.blocks[0])) * self.block_size - int(b.ctx[0]) - 1
                 gammas[0] = max(0, min(int(gammas[0]), room))
+                cut = True
                 continue
             self._preempt_last()
             preempted = True
-        return preempted
+        return preempted, cut
 
     def _preempt_last(self) -> bool:
         """Preempt the newest running request by recompute; False if none runs."""

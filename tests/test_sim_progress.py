@@ -91,6 +91,8 @@ def test_a_lone_request_speculates_only_as_far_as_the_pool_lets_it(
     assert np.isfinite(result.requests[0].finish_s)
     assert result.requests[0].preemptions == 0
     assert max(s.gamma for s in result.steps) == 4  # it did speculate while it fitted
+    cut = [s for s in result.steps if s.batch_size and s.gamma < 4]
+    assert cut and all(s.clamped for s in cut)  # the policy is told it was overridden
 
 
 def test_with_offload_a_prompt_that_fits_only_without_the_draft_runs(a100: Profile) -> None:
