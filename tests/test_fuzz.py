@@ -25,8 +25,7 @@ from nightjar.sim import SimConfig, simulate
 from nightjar.trace import Trace, materialize
 from nightjar.trace_import import import_azure_csv, import_sharegpt
 from nightjar.trace_schema import parse_trace_json
-
-from .hang import fails_after
+from tests.hang import fails_after
 
 A100 = "a100-80gb/vicuna-13b+vicuna-68m"
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,

@@ -17,8 +17,7 @@ from nightjar.sim import OnUnfit, SimConfig, SimulationStalled, check_fit, simul
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
 from nightjar.trace import Trace
-
-from .hang import fails_after
+from tests.hang import fails_after
 
 
 def trace_of(rows: list[tuple[float, int, int]]) -> Trace:
