@@ -177,7 +177,7 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
     results = {}
     for label, spec, prior, offload in g.runs:
         c = dataclasses.replace(cfg, offload=offload)
-        results[label] = simulate(trace, profile, spec, c, None, alpha, prior)
+        results[label] = simulate(trace, profile, spec, c, None, alpha, prior=prior)
     oracle = results.get("oracle")
     prior_labels = {r[0] for r in PRIOR_RUNS}
     has_priors = g.section == "dynamic" and any(label.startswith("nightjar+ @")

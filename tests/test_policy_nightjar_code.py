@@ -132,11 +132,10 @@ def test_reenable_prices_the_catch_up_cost() -> None:
 
 @pytest.mark.parametrize("arg", ["nogate,bogus", "", "gate", "allow0,,"])
 def test_bad_arguments_are_one_line_input_errors(arg: str) -> None:
-    if arg == "":
-        make_policy("nightjar-code", PolicyEnv())  # no argument is the plain port
-        return
+    # ``nightjar-code:`` (an empty argument) is a typo, not the plain port.
     with pytest.raises(NightjarInputError, match="unknown argument"):
         make_policy(f"nightjar-code:{arg}", PolicyEnv())
+    assert make_policy("nightjar-code", PolicyEnv()).name == "nightjar-code"
 
 
 def test_ablation_specs_build() -> None:

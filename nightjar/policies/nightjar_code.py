@@ -176,7 +176,7 @@ class NightjarCodePolicy:
 
 def parse_args(arg: str | None) -> tuple[bool, bool]:
     """``nogate`` / ``allow0`` flags -> (gate, allow_zero)."""
-    flags = [f.strip() for f in arg.split(",")] if arg else []
+    flags = [f.strip() for f in arg.split(",")] if arg is not None else []
     for f in flags:
         if f not in _ARGS:
             raise NightjarInputError(
