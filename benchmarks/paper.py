@@ -430,13 +430,21 @@ def tables_md(rows: Sequence[dict[str, float | str]], corr: Sequence[dict[str, f
 
 
 def md_to_html(md: str) -> str:
-    """Just enough Markdown (headings, tables, paragraphs) for a self-contained page."""
+    """Just enough Markdown (headings, tables, code blocks, paragraphs) for a
+    self-contained page."""
     body: list[str] = []
     lines = md.splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("#"):
+        if line.startswith("```"):
+            block = []
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                block.append(lines[i])
+                i += 1
+            body.append(f"<pre>{html.escape(chr(10).join(block))}</pre>")
+        elif line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             body.append(f"<h{level}>{html.escape(line.lstrip('#').strip())}</h{level}>")
         elif line.startswith("|"):
