@@ -32,6 +32,7 @@ def _summary_html(summaries: list[Summary], regrets: dict[str, Regret] | None) -
         "TPOT ms mean/p99",
         "E2E s mean/p99",
         "goodput req/s",
+        "SLO %",
         "preempt",
         "accept",
         "mean gamma",
@@ -53,6 +54,7 @@ def _summary_html(summaries: list[Summary], regrets: dict[str, Regret] | None) -
             fmt_pair(s.tpot_s, 1e3),
             fmt_pair(s.e2e_s),
             fmt_num(s.goodput_req_s),
+            fmt_num(s.slo_attainment, 100.0),
             str(s.preemptions),
             fmt_num(s.acceptance),
             fmt_num(s.mean_gamma),
@@ -109,7 +111,7 @@ def write_report(
         regrets = {r.policy: regret(r, oracle) for r in results}
     meta = sorted(
         {f"trace {r.trace} · {r.engine} · profile {r.profile} · seed {r.seed}" for r in results}
-    )
+    ) + sorted({s.slo.describe() for s in summaries})
     div = "".join  # figures share the one inlined plotly.js from <head>
     runs = run_figure(results).to_html(full_html=False, include_plotlyjs=False)
     comp = div(

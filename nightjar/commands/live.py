@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.slo_args import add_slo_args, slo_from_args
 
 DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar")
 # Policies whose decisions vLLM cannot carry out, with the reason.
@@ -143,6 +144,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="run vLLM's OpenAI server with Nightjar instead of a trace",
     )
+    add_slo_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument(
@@ -182,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.live.version import check_vllm_version
     from nightjar.policy import expand_specs
 
+    slo_from_args(args)  # a bad SLO fails before vLLM starts
     check_vllm_version()
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     if args.gamma_max < 0 or spec_tokens < 0:
@@ -266,8 +269,10 @@ def _replay_all(
         result.policy = spec
         results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
-    Console().print(summary_table([summarize(r) for r in results], None, title=title))
-    write_all(results, out, force=True, report_title=None if args.no_report else title)
+    summaries = [summarize(r, slo_from_args(args)) for r in results]
+    Console().print(summary_table(summaries, None, title=title))
+    write_all(results, out, force=True, summaries=summaries,
+              report_title=None if args.no_report else title)
     _write_step_tables(results, out)
     console.print(f"wrote {out}/")
     return 0

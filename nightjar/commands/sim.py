@@ -11,6 +11,7 @@ from rich.console import Console
 
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered
+from nightjar.slo_args import add_slo_args, slo_from_args
 
 DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
 
@@ -38,6 +39,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_slo_args(p)
     p.set_defaults(func=run)
 
 
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
 
+    slo = slo_from_args(args)
     if args.gamma_max < 1:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
     trace = load_trace(args.trace)
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
 
     oracle = next((r for r in results if r.policy == "oracle"), None)
-    summaries = [summarize(r) for r in results]
+    summaries = [summarize(r, slo) for r in results]
     regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
     console = Console()
     title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
