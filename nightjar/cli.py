@@ -12,7 +12,7 @@ from nightjar import __version__
 from nightjar.errors import NightjarInputError
 
 # Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("sim", "live", "profile", "validate", "trace")
+COMMANDS = ("sim", "sweep", "live", "profile", "validate", "trace")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,132 @@
+"""Where cells run: this process, a pool of local processes, or a Ray cluster.
+
+Every backend runs the same pure function (:func:`nightjar.sweep.cell.run_cell`) and
+hands each finished row back to the driver, which alone writes cell files: a worker
+on a remote node needs no access to the output folder, and an interrupted sweep
+never has a writer the driver cannot stop.
+
+Ctrl-C: local workers ignore SIGINT (the terminal sends it to the whole process
+group) and the driver terminates them; Ray tasks are cancelled. Either way the
+driver stops before writing anything more, so no half cell exists.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+from nightjar.sweep.cell import CellTask, run_cell
+
+Done = Callable[[CellTask, dict[str, Any]], None]
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_indexed(item: tuple[int, CellTask]) -> tuple[int, dict[str, Any]]:
+    return item[0], run_cell(item[1])
+
+
+def run_local(tasks: Sequence[CellTask], jobs: int, done: Done) -> None:
+    """``jobs`` worker processes (forked: they inherit the imported modules)."""
+    if jobs <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            done(task, run_cell(task))
+        return
+    ctx = multiprocessing.get_context("fork")
+    pool = ctx.Pool(min(jobs, len(tasks)), initializer=_ignore_sigint)
+    try:
+        for index, row in pool.imap_unordered(_run_indexed, enumerate(tasks), chunksize=1):
+            done(tasks[index], row)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise NightjarInputError(
+            "--ray needs the 'ray' package: pip install 'nightjar[cluster]'"
+        ) from None
+    return ray
+
+
+def connect_ray(address: str, jobs: int | None) -> Any:
+    """Join a running cluster (``auto`` or ``HOST:PORT``), or start a private local one
+    (``local``, with ``jobs`` CPUs). An already initialised Ray is reused."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        return ray
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                          "logging_level": "ERROR"}
+    try:
+        if address == "local":
+            ray.init(num_cpus=jobs, **kw)
+        else:
+            ray.init(address=address, **kw)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NightjarInputError(f"--ray {address}: cannot connect ({first})") from None
+    return ray
+
+
+def run_ray(tasks: Sequence[CellTask], address: str, jobs: int | None, done: Done) -> None:
+    """One Ray task per cell; a trace or profile text is put in the object store once."""
+    ray = connect_ray(address, jobs)
+    remote = ray.remote(num_cpus=1, max_retries=0)(_run_remote)
+    refs: dict[str, Any] = {}
+
+    def ref(text: str) -> Any:
+        if text not in refs:
+            refs[text] = ray.put(text)
+        return refs[text]
+
+    pending = {
+        remote.remote(t.cell, t.key, ref(t.trace_text), ref(t.profile_text)): t for t in tasks
+    }
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for r in ready:
+                task = pending.pop(r)
+                done(task, _get(ray, r))
+    except BaseException:
+        for r in pending:
+            ray.cancel(r, force=True)
+        raise
+
+
+def _get(ray: Any, ref: Any) -> dict[str, Any]:
+    try:
+        row: dict[str, Any] = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.as_instanceof_cause()
+        if isinstance(cause, NightjarInputError):
+            raise NightjarInputError(str(cause).splitlines()[0]) from None
+        raise
+    return row
+
+
+def _run_remote(cell: Any, key: str, trace_text: str, profile_text: str) -> dict[str, Any]:
+    return run_cell(CellTask(cell, key, trace_text, profile_text))
+
+
+def run_tasks(
+    tasks: Iterable[CellTask], *, jobs: int, ray: str | None, done: Done
+) -> None:
+    todo = list(tasks)
+    if not todo:
+        return
+    if ray is None:
+        run_local(todo, jobs, done)
+    else:
+        run_ray(todo, ray, jobs, done)
