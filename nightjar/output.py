@@ -107,6 +107,31 @@ def summary_row(
     return row
 
 
+def require_format(fmt: str) -> None:
+    """Fail before any work when ``fmt`` cannot be written here."""
+    if fmt not in ("csv", "parquet"):
+        raise NightjarInputError(f"unknown table format {fmt!r} (csv or parquet)")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise NightjarInputError(
+                "--format parquet needs pyarrow: pip install pyarrow (or 'nightjar[cluster]')"
+            ) from None
+
+
+def write_frame(frame: pd.DataFrame, stem: Path, fmt: str = "csv") -> Path:
+    """``<stem>.csv``, or ``<stem>.parquet`` with ``fmt="parquet"`` (needs pyarrow)."""
+    require_format(fmt)
+    if fmt == "parquet":
+        path = stem.with_suffix(".parquet")
+        frame.to_parquet(path, index=False)
+        return path
+    path = stem.with_suffix(".csv")
+    frame.to_csv(path, index=False)
+    return path
+
+
 def write_run(
     result: RunResult,
     out_dir: Path,
@@ -115,6 +140,7 @@ def write_run(
     oracle: RunResult | None = None,
     slug: str | None = None,
     row: dict[str, Any] | None = None,
+    fmt: str = "csv",
 ) -> list[Path]:
     """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run.
 
@@ -124,11 +150,13 @@ def write_run(
     """
     folder = Path(out_dir) / (slug or policy_slug(result.policy))
     summary = row if row is not None else summary_row(result, slo, oracle)
-    paths = [folder / "requests.csv", folder / "steps.csv", folder / "summary.json"]
     with _writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
-        request_latencies(result.requests_frame()).to_csv(paths[0], index=False)
-        result.steps_frame().to_csv(paths[1], index=False)
+        paths = [
+            write_frame(request_latencies(result.requests_frame()), folder / "requests", fmt),
+            write_frame(result.steps_frame(), folder / "steps", fmt),
+            folder / "summary.json",
+        ]
         record = {k: _json_safe(v) for k, v in summary.items()}
         paths[2].write_text(json.dumps(record, indent=2) + "\n")
     return paths
@@ -161,15 +189,13 @@ def write_comparison(
 
 
 def _write_summary_csv(
-    rows: list[dict[str, Any]], results: Sequence[RunResult], out_dir: Path
+    rows: list[dict[str, Any]], results: Sequence[RunResult], out_dir: Path, fmt: str = "csv"
 ) -> Path:
     slugs = unique_slugs(results)
     rows = [{"slug": slug, **row} for slug, row in zip(slugs, rows, strict=True)]
-    path = Path(out_dir) / "summary.csv"
-    with _writing(path):
+    with _writing(Path(out_dir) / "summary"):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_csv(path, index=False)
-    return path
+        return write_frame(pd.DataFrame(rows), Path(out_dir) / "summary", fmt)
 
 
 def write_all(
@@ -182,8 +208,11 @@ def write_all(
     report_title: str | None = None,
     summaries: Sequence[Summary] | None = None,
     regrets: dict[str, Regret] | None = None,
+    fmt: str = "csv",
 ) -> list[Path]:
     """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
+
+    ``fmt="parquet"`` writes the tables as parquet instead of CSV (``--format``).
 
     With ``report_title``, also writes ``report.html`` (see :mod:`nightjar.report`).
     ``summaries`` (one per run) and ``regrets`` (by policy) are computed if not given.
@@ -199,8 +228,8 @@ def write_all(
     ]
     paths: list[Path] = []
     for result, slug, row in zip(results, unique_slugs(results), rows, strict=True):
-        paths += write_run(result, out_dir, slug=slug, row=row)
-    paths.append(_write_summary_csv(rows, results, out_dir))
+        paths += write_run(result, out_dir, slug=slug, row=row, fmt=fmt)
+    paths.append(_write_summary_csv(rows, results, out_dir, fmt))
     if report_title is not None:
         # Imported here: plotly is slow to import and only the report needs it.
         from nightjar.report import write_report

@@ -145,6 +145,8 @@ def add_parser(sub: Any) -> None:
         help="run vLLM's OpenAI server with Nightjar instead of a trace",
     )
     add_slo_args(p)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv",
+                   help="tables as CSV (default) or parquet (needs pyarrow)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument(
@@ -182,9 +184,11 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
+    from nightjar.output import require_format
     from nightjar.policy import expand_specs
 
-    slo_from_args(args)  # a bad SLO fails before vLLM starts
+    slo_from_args(args)  # a bad SLO or format fails before vLLM starts
+    require_format(args.format)
     check_vllm_version()
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     if args.gamma_max < 0 or spec_tokens < 0:
@@ -271,7 +275,7 @@ def _replay_all(
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     summaries = [summarize(r, slo_from_args(args)) for r in results]
     Console().print(summary_table(summaries, None, title=title))
-    write_all(results, out, force=True, summaries=summaries,
+    write_all(results, out, force=True, summaries=summaries, fmt=args.format,
               report_title=None if args.no_report else title)
     _write_step_tables(results, out)
     console.print(f"wrote {out}/")

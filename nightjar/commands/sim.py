@@ -40,6 +40,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_slo_args(p)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv",
+                   help="tables as CSV (default) or parquet (needs pyarrow)")
     p.set_defaults(func=run)
 
 
@@ -76,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.output import prepare_out_dir
 
     prepare_out_dir(out, args.force)
+    from nightjar.output import require_format
+
+    require_format(args.format)
 
     with LazyProgress(enabled=not args.quiet) as bar:
         for spec in runs:
@@ -90,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(summary_table(summaries, regrets, title=title))
     write_all(
         results, out, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
-        report_title=None if args.no_report else title,
+        report_title=None if args.no_report else title, fmt=args.format,
     )
     console.print(f"wrote {out}/")
     return 0
