@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -66,6 +67,7 @@ def connect_ray(address: str, jobs: int | None) -> Any:
     ray = _import_ray()
     if ray.is_initialized():
         return ray
+    _check_reachable(address)
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                           "logging_level": "ERROR"}
     try:
@@ -77,6 +79,18 @@ def connect_ray(address: str, jobs: int | None) -> Any:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NightjarInputError(f"--ray {address}: cannot connect ({first})") from None
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a HOST:PORT nobody listens on (ray.init would retry for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if address in ("auto", "local") or address.startswith("ray://") or not sep:
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=5.0):
+            pass
+    except (OSError, ValueError) as exc:
+        raise NightjarInputError(f"--ray {address}: cannot connect ({exc})") from None
 
 
 def run_ray(tasks: Sequence[CellTask], address: str, jobs: int | None, done: Done) -> None:
