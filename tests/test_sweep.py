@@ -251,3 +251,26 @@ def test_an_interrupted_sweep_leaves_no_half_cell_and_resumes(
     assert all(after[k] == kept[k] for k in kept if not k.startswith("."))
     assert not [k for k in after if k.startswith(".")]  # stale temporaries are cleared
     assert len(pd.read_csv(out / "results.csv")) == 8
+
+
+def test_core_and_local_sweeps_work_without_ray_or_pyarrow(tmp_path: Path) -> None:
+    """The cluster extra is optional: hide ray and pyarrow, and the sweep still runs
+    (CSV only), while --ray says what to install in one line."""
+    trace = small_trace(tmp_path)
+    script = f"""
+import sys
+sys.modules["ray"] = None; sys.modules["pyarrow"] = None  # import now raises ImportError
+from nightjar.cli import main
+rc = main(["sweep", "--trace", {str(trace)!r}, "--policy", "nospec", "--jobs", "1",
+           "--out", {str(tmp_path / "out")!r}, "--quiet", "--no-report"])
+assert rc == 0, rc
+rc = main(["sweep", "--trace", {str(trace)!r}, "--policy", "nospec", "--ray", "local",
+           "--out", {str(tmp_path / "out2")!r}, "--quiet"])
+assert rc == 2, rc
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "--ray needs the 'ray' package" in proc.stderr
+    assert (tmp_path / "out" / "results.csv").is_file()
+    assert not (tmp_path / "out" / "results.parquet").exists()
