@@ -274,3 +274,41 @@ assert rc == 2, rc
     assert "--ray needs the 'ray' package" in proc.stderr
     assert (tmp_path / "out" / "results.csv").is_file()
     assert not (tmp_path / "out" / "results.parquet").exists()
+
+
+class _Explodes:
+    """A policy that fails at seed 1: a stand-in for a policy bug."""
+
+    name = "explode"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def decide(self, ctx: object) -> int:
+        if self.seed == 1:
+            raise ZeroDivisionError("float division by zero")
+        return 1
+
+    def observe(self, outcome: object) -> None:
+        pass
+
+
+def test_a_failing_cell_is_reported_not_saved_and_the_others_finish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nightjar import policy
+
+    policy.registered()  # load the real registry first
+    info = policy.PolicyInfo("explode", lambda arg, env: _Explodes(env.seed), "test", ("explode",))
+    monkeypatch.setitem(policy._REGISTRY, "explode", info)
+    out = tmp_path / "out"
+    args = ["sweep", "--trace", str(small_trace(tmp_path)), "--policy", "nospec", "--policy",
+            "explode", "--seeds", "2", "--jobs", "1", "--out", str(out), "--quiet"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "4 cells" not in err and "3 cells: 3 computed, 0 reused, 1 failed" in err
+    assert "failed cell" in err and "seed=1 policy=explode: ZeroDivisionError" in err
+    assert len(list((out / "cells").iterdir())) == 3
+    assert len(pd.read_csv(out / "results.csv")) == 3
+    assert main(args) == 1  # a rerun retries only the failed cell
+    assert "3 cells: 0 computed, 3 reused, 1 failed" in capsys.readouterr().err

@@ -100,11 +100,19 @@ def run(args: argparse.Namespace) -> int:
 
         outcome = run_sweep(spec, out, jobs=args.jobs, ray=args.ray, force=args.force,
                             config=args.config, report=not args.no_report, on_cell=on_cell)
-    Console().print(terminal_table(outcome.frame, f"sweep {out}"))
+    if len(outcome.frame):
+        Console().print(terminal_table(outcome.frame, f"sweep {out}"))
     console.print(
         f"{len(outcome.frame)} cells: {outcome.computed} computed, {outcome.reused} reused"
+        + (f", {len(outcome.failed)} failed" if outcome.failed else "")
     )
+    for params, reason in outcome.failed:
+        where = " ".join(f"{k}={params[k]}" for k in ("trace", "rate_scale", "seed", "policy"))
+        console.print(f"failed cell {where}: {reason}", markup=False, highlight=False)
     console.print(f"wrote {out}/ (results.csv"
                   + (", results.parquet" if (out / "results.parquet").exists() else "")
                   + (", report.html" if not args.no_report else "") + ")")
+    if outcome.failed:
+        console.print("the failed cells were not saved; rerunning the sweep retries them")
+        return 1
     return 0

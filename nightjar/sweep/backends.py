@@ -19,30 +19,35 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from nightjar.errors import NightjarInputError
-from nightjar.sweep.cell import CellTask, run_cell
+from nightjar.sweep.cell import CellTask, attempt
 
-Done = Callable[[CellTask, dict[str, Any]], None]
+# done(task, row, error): exactly one of row and error is None.
+Done = Callable[[CellTask, dict[str, Any] | None, str | None], None]
 
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run_indexed(item: tuple[int, CellTask]) -> tuple[int, dict[str, Any]]:
-    return item[0], run_cell(item[1])
+def _run_indexed(
+    item: tuple[int, CellTask],
+) -> tuple[int, dict[str, Any] | None, str | None]:
+    return (item[0], *attempt(item[1]))
 
 
 def run_local(tasks: Sequence[CellTask], jobs: int, done: Done) -> None:
     """``jobs`` worker processes (forked: they inherit the imported modules)."""
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:
-            done(task, run_cell(task))
+            done(task, *attempt(task))
         return
     ctx = multiprocessing.get_context("fork")
     pool = ctx.Pool(min(jobs, len(tasks)), initializer=_ignore_sigint)
     try:
-        for index, row in pool.imap_unordered(_run_indexed, enumerate(tasks), chunksize=1):
-            done(tasks[index], row)
+        for index, row, error in pool.imap_unordered(
+            _run_indexed, enumerate(tasks), chunksize=1
+        ):
+            done(tasks[index], row, error)
         pool.close()
     except BaseException:
         pool.terminate()
@@ -112,26 +117,26 @@ def run_ray(tasks: Sequence[CellTask], address: str, jobs: int | None, done: Don
             ready, _ = ray.wait(list(pending), num_returns=1)
             for r in ready:
                 task = pending.pop(r)
-                done(task, _get(ray, r))
+                done(task, *_get(ray, r))
     except BaseException:
         for r in pending:
             ray.cancel(r, force=True)
         raise
 
 
-def _get(ray: Any, ref: Any) -> dict[str, Any]:
+def _get(ray: Any, ref: Any) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        row: dict[str, Any] = ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.as_instanceof_cause()
-        if isinstance(cause, NightjarInputError):
-            raise NightjarInputError(str(cause).splitlines()[0]) from None
-        raise
-    return row
+        row, error = ray.get(ref)
+    except ray.exceptions.RayError as exc:  # the worker died, not the cell's code
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return None, f"Ray: {first}"
+    return row, error
 
 
-def _run_remote(cell: Any, key: str, trace_text: str, profile_text: str) -> dict[str, Any]:
-    return run_cell(CellTask(cell, key, trace_text, profile_text))
+def _run_remote(
+    cell: Any, key: str, trace_text: str, profile_text: str
+) -> tuple[dict[str, Any] | None, str | None]:
+    return attempt(CellTask(cell, key, trace_text, profile_text))
 
 
 def run_tasks(

@@ -129,3 +129,15 @@ def run_cell(task: CellTask) -> dict[str, Any]:
         row[key if key not in row else f"summary_{key}"] = value
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in row.items()}
+
+
+def attempt(task: CellTask) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None), or (None, a one-line reason) when the cell fails: one failing cell
+    (a policy bug, a batch the profile cannot price) must not take the others down."""
+    try:
+        return run_cell(task), None
+    except Exception as exc:
+        from nightjar.errors import NightjarInputError
+
+        text = str(exc) if isinstance(exc, NightjarInputError) else f"{type(exc).__name__}: {exc}"
+        return None, (text.strip().splitlines() or [type(exc).__name__])[0]

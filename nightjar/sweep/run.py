@@ -40,6 +40,8 @@ class SweepOutcome:
     computed: int
     reused: int
     paths: list[Path] = field(default_factory=list)
+    # (cell parameters, one-line reason) of cells that failed; a rerun retries them.
+    failed: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
 
 def _trace_text(name: str) -> str:
@@ -125,17 +127,24 @@ def run_sweep(
     if on_cell is not None:
         on_cell(reused, total)
 
-    def done(task: CellTask, row: dict[str, Any]) -> None:
-        save_cell(out, task.key, task.cell.params(), row)
-        rows[task.key] = row
+    failed: list[tuple[dict[str, Any], str]] = []
+
+    def done(task: CellTask, row: dict[str, Any] | None, error: str | None) -> None:
+        if row is None:
+            failed.append((task.cell.params(), error or "failed"))
+        else:
+            save_cell(out, task.key, task.cell.params(), row)
+            rows[task.key] = row
         if on_cell is not None:
-            on_cell(len(rows), total)
+            on_cell(len(rows) + len(failed), total)
 
     run_tasks(todo, jobs=jobs, ray=ray, done=done)
-    frame = pd.DataFrame([rows[t.key] for t in tasks])
-    paths = write_table(out, [rows[t.key] for t in tasks])
-    if report:
+    finished = [rows[t.key] for t in tasks if t.key in rows]
+    frame = pd.DataFrame(finished)
+    paths = write_table(out, finished)
+    if report and finished:
         from nightjar.sweep.report import write_sweep_report
 
         paths.append(write_sweep_report(frame, out / "report.html", title=f"sweep {out.name}"))
-    return SweepOutcome(frame=frame, computed=len(todo), reused=reused, paths=paths)
+    return SweepOutcome(frame=frame, computed=len(todo) - len(failed), reused=reused,
+                        paths=paths, failed=failed)
