@@ -77,7 +77,9 @@ def connect_ray(address: str, jobs: int | None) -> Any:
                           "logging_level": "ERROR"}
     try:
         if address == "local":
-            ray.init(num_cpus=jobs, **kw)
+            # address="local" always starts a new instance; without it ray.init joins
+            # whatever cluster /tmp/ray last recorded (even a stopped one).
+            ray.init(address="local", num_cpus=jobs, **kw)
         else:
             ray.init(address=address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as exc:
