@@ -85,16 +85,21 @@ def test_ray_gives_the_same_numbers_as_local_processes(tmp_path: Path, ray_addre
     assert local["requests_total"].nunique() > 1  # the seeds did change the arrivals
 
 
-def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["address", "auto"])
+def test_unreachable_ray_cluster_is_one_line(tmp_path: Path, how: str) -> None:
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps({"format_version": 1, "seed": 0, "segments": [
         {"duration_s": 2, "rate_rps": 2}]}))
+    dead = f"127.0.0.1:{_free_port()}"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    if how == "auto":
+        env["RAY_ADDRESS"] = dead  # as if the cluster had stopped since
     proc = subprocess.run(
         [sys.executable, "-m", "nightjar.cli", "sweep", "--trace", str(trace), "--policy",
-         "nospec", "--ray", f"127.0.0.1:{_free_port()}", "--out", str(tmp_path / "o"),
-         "--quiet"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+         "nospec", "--ray", dead if how == "address" else "auto",
+         "--out", str(tmp_path / "o"), "--quiet"],
+        capture_output=True, text=True, cwd=REPO, timeout=300, env=env,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("nightjar: error: --ray 127.0.0.1:")
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("nightjar: error: --ray ") and "cannot connect" in line

@@ -13,9 +13,12 @@ driver stops before writing anything more, so no half cell exists.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import socket
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
@@ -88,16 +91,34 @@ def connect_ray(address: str, jobs: int | None) -> Any:
     return ray
 
 
+def _auto_address() -> str | None:
+    """Where ``ray.init(address="auto")`` will look: RAY_ADDRESS, else the cluster
+    that ``ray start`` last recorded on this machine (which may have stopped since)."""
+    env = os.environ.get("RAY_ADDRESS")
+    if env:
+        return env
+    try:
+        return Path(tempfile.gettempdir(), "ray", "ray_current_cluster").read_text().strip()
+    except OSError:
+        return None
+
+
 def _check_reachable(address: str) -> None:
     """Fail fast on a HOST:PORT nobody listens on (ray.init would retry for minutes)."""
+    label = address
+    if address == "auto":
+        found = _auto_address()
+        if found is None or found == "auto":
+            return  # ray itself says there is no cluster, at once
+        address, label = found, f"auto ({found})"
     host, sep, port = address.rpartition(":")
-    if address in ("auto", "local") or address.startswith("ray://") or not sep:
+    if address == "local" or address.startswith("ray://") or not sep:
         return
     try:
         with socket.create_connection((host, int(port)), timeout=5.0):
             pass
     except (OSError, ValueError) as exc:
-        raise NightjarInputError(f"--ray {address}: cannot connect ({exc})") from None
+        raise NightjarInputError(f"--ray {label}: cannot connect ({exc})") from None
 
 
 def run_ray(tasks: Sequence[CellTask], address: str, jobs: int | None, done: Done) -> None:
