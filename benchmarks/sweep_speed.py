@@ -122,7 +122,7 @@ def main() -> None:
                     [sys.executable, __file__, "--ray-child", str(trace),
                      str(folder / f"ray{workers}"), str(workers)],
                     capture_output=True, text=True, cwd=REPO,
-                    env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+                    env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"},
                 )
                 if proc.returncode != 0:
                     raise SystemExit(proc.stderr)

@@ -99,7 +99,7 @@ def test_cell_at_seed_0_is_the_run_nightjar_sim_makes() -> None:
 
     rows: list[dict[str, object]] = []
     spec = build_spec({"trace": "steady_low", "policy": ["fixed:3"]})
-    run_tasks(plan(spec), jobs=1, ray=None, done=lambda task, row: rows.append(row))
+    run_tasks(plan(spec), jobs=1, ray=None, done=lambda task, row, error: rows.append(row))
     (row,) = rows
     for col in ("throughput_tok_s", "ttft_s_p99", "tpot_s_p50", "goodput_req_s",
                 "slo_attainment", "mean_gamma"):

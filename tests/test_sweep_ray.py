@@ -24,6 +24,9 @@ else:
     import ray  # noqa: F401  (must be installed: fail loudly)
 
 pytestmark = pytest.mark.slow
+# A private loopback cluster: no usage stats, and no token authentication (Ray >= 2.5x
+# turns it on when ~/.ray/auth_token exists, which another Ray run may have left).
+RAY_ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 
 
 def _free_port() -> int:
@@ -39,7 +42,7 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = tmp_path_factory.mktemp("ray") / "head.log"
     ray_bin = Path(sys.executable).parent / "ray"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = RAY_ENV
     with log.open("w") as f:
         head = subprocess.Popen(
             [str(ray_bin), "start", "--head", "--port", str(port), "--num-cpus", "2",
@@ -76,7 +79,7 @@ def test_ray_gives_the_same_numbers_as_local_processes(tmp_path: Path, ray_addre
         "format_version": 1, "name": "small", "seed": 3, "workload": "alpaca",
         "segments": [{"duration_s": 10, "rate_rps": 4}, {"duration_s": 10, "rate_rps": 12}],
     }))
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = RAY_ENV
     local = _sweep(tmp_path / "local", trace, ["--jobs", "2"], env)
     remote = _sweep(tmp_path / "ray", trace, ["--ray", "auto"],
                     {**env, "RAY_ADDRESS": ray_address})
@@ -91,7 +94,7 @@ def test_unreachable_ray_cluster_is_one_line(tmp_path: Path, how: str) -> None:
     trace.write_text(json.dumps({"format_version": 1, "seed": 0, "segments": [
         {"duration_s": 2, "rate_rps": 2}]}))
     dead = f"127.0.0.1:{_free_port()}"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = dict(RAY_ENV)
     if how == "auto":
         env["RAY_ADDRESS"] = dead  # as if the cluster had stopped since
     proc = subprocess.run(

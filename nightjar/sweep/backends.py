@@ -72,6 +72,8 @@ def _import_ray() -> Any:
 def connect_ray(address: str, jobs: int | None) -> Any:
     """Join a running cluster (``auto`` or ``HOST:PORT``), or start a private local one
     (``local``, with ``jobs`` CPUs). An already initialised Ray is reused."""
+    # Ray's C++ core logs connection warnings to stderr; errors reach the user as ours.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     ray = _import_ray()
     if ray.is_initialized():
         return ray
