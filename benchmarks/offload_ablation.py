@@ -12,7 +12,9 @@ import argparse
 
 from nightjar.metrics import summarize
 from nightjar.profile import load_profile
-from nightjar.sim import SimConfig, simulate
+
+# Recorded with the draft skipped at gamma 0 (the default then; see policy_table.py).
+from nightjar.sim import DraftKVMode, SimConfig, simulate
 from nightjar.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -39,7 +41,8 @@ def main() -> None:
         for policy in args.policies or ["nightjar", "nightjar+", "nospec"]:
             rows = {}
             for offload in (False, True):
-                r = simulate(trace, profile, policy, SimConfig(offload=offload))
+                cfg = SimConfig(offload=offload, draft_kv_mode=DraftKVMode.SKIP)
+                r = simulate(trace, profile, policy, cfg)
                 s, st = summarize(r), r.steps_frame()
                 rows[offload] = s
                 print(f"{name:<12} {policy:<10} {'on' if offload else 'off':<7} "

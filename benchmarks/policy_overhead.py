@@ -15,7 +15,7 @@ import statistics
 import time
 
 from nightjar.policy import PolicyEnv, make_policy
-from nightjar.synthetic_loop import KneeLatency, run_loop
+from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 from nightjar.types import StepContext, StepOutcome
 
 POLICIES = [

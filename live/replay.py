@@ -6,7 +6,7 @@ length, so every policy does the same work. Prompts are the trace's token ids or
 text where it has them, else deterministic pseudo-random token ids of the given
 length. The result is a :class:`nightjar.records.RunResult` with the same columns
 as the simulator's; step rows come from the scheduler's step log.
-Call :func:`nightjar.live.engine.prepare_env` before importing this module.
+Call :func:`nightjar.live.plugins.engine.prepare_env` before importing this module.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nightjar.live.engine import EngineSpec, engine_kwargs
+from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
 from nightjar.live.steplog import read_log
 from nightjar.records import RequestRecord, RunResult
 from nightjar.trace import Trace
@@ -88,7 +88,7 @@ async def _one(
 
 
 async def _replay(
-    trace: Trace, spec: EngineSpec, opts: ReplayOptions, progress: Callable[[float], None] | None
+    trace: Trace, spec: EngineSpec, opts: ReplayOptions, progress: Callable[[int], None] | None
 ) -> tuple[RunResult, list[list[int]]]:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -127,7 +127,7 @@ async def _replay(
             for task in done:
                 task.result()  # re-raise a request's failure here
             if progress is not None:
-                progress(time.monotonic() - t0)
+                progress(n - len(pending))
         duration = time.monotonic() - t0
     finally:
         engine.shutdown()
@@ -172,9 +172,12 @@ def replay(
     trace: Trace,
     spec: EngineSpec,
     opts: ReplayOptions = ReplayOptions(),
-    progress: Callable[[float], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[RunResult, list[list[int]]]:
-    """Run one policy over ``trace``; returns the records and each request's output ids."""
+    """Run one policy over ``trace``; returns the records and each request's output ids.
+
+    ``progress`` is called with the number of finished requests, about twice a second.
+    """
     if spec.settings.step_log is None:
         log = Path(tempfile.mkdtemp(prefix="nightjar-live-")) / "steps.jsonl"
         spec = replace(spec, settings=replace(spec.settings, step_log=str(log)))

@@ -10,7 +10,6 @@ vLLM's ``/metrics``, read from the engine's state snapshot file.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -21,8 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nightjar.errors import NightjarInputError
-from nightjar.live.engine import EngineSpec, engine_kwargs, prepare_env
+from nightjar.live.plugins.engine import EngineSpec, engine_kwargs, prepare_env
 
 # engine_kwargs keys that vLLM's server takes as JSON rather than plain values.
 _JSON_FLAGS = ("additional_config", "speculative_config")
@@ -62,22 +60,15 @@ def server_argv(
     return argv + [a for a in extra if a != "--"]
 
 
-def serve(
-    args: argparse.Namespace,
-    target: str,
-    draft: str | None,
-    base: Any,
-    spec_tokens: int,
-    specs: list[str],
-) -> int:
-    if len(specs) != 1:
-        raise NightjarInputError("--serve runs one policy; give exactly one --policy")
+def serve(spec: EngineSpec, host: str, port: int, extra: list[str]) -> int:
+    """Run the server in the foreground until it exits; returns its exit code."""
     state_dir = Path(tempfile.mkdtemp(prefix="nightjar-serve-"))
     state_file = str(state_dir / "state.json")
-    settings = dataclasses.replace(base, policy=specs[0], state_file=state_file)
-    spec = EngineSpec.from_args(args, target, draft, settings, spec_tokens)
+    spec = dataclasses.replace(
+        spec, settings=dataclasses.replace(spec.settings, state_file=state_file)
+    )
     prepare_env()
-    argv = server_argv(spec, args.host, args.port, list(args.vllm_args or []), state_file)
+    argv = server_argv(spec, host, port, extra, state_file)
     try:
         return subprocess.run(argv, env=dict(os.environ), check=False).returncode
     finally:

@@ -12,7 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
+from nightjar.memory import MemoryConfig
 
 KEY = "nightjar"
 
@@ -39,10 +41,13 @@ class LiveSettings:
     # At gamma 0: "sync" runs the draft over the new tokens anyway (vLLM's own
     # behaviour: its KV stays current); "skip" does not run it at all (its KV goes
     # stale for those tokens, which costs acceptance later, never correctness).
-    draft_kv: str = "sync"
-    # Draft residency. ``memory`` holds nightjar.memory.MemoryConfig fields;
-    # ``None`` keeps the draft resident for the whole run.
-    memory: dict[str, Any] | None = None
+    draft_kv: str = DEFAULT_DRAFT_KV
+    # Draft residency: the memory controller's thresholds; ``None`` keeps the draft
+    # resident for the whole run.
+    memory: MemoryConfig | None = None
+    # Service seconds a reload costs, for the controller's early reload on forgone
+    # speculation gain (priced with ``profile``); ``None`` turns that reload off.
+    reload_cost_s: float | None = None
     # KV blocks the draft's bytes stand for; ``None`` = derive from the draft's
     # weight files and the engine's bytes per block.
     ballast_blocks: int | None = None
@@ -50,7 +55,7 @@ class LiveSettings:
     # to free their blocks; "migrate" copies their blocks out of it at once.
     reload: str = "drain"
     # Step-time prior for latency-planning policies (nightjar+, dsd): a bundled
-    # profile name, a profile JSON path or a step-table JSON (nightjar.live.latency).
+    # profile name, a profile JSON path or a step-table JSON (nightjar.live.profiling.latency).
     profile: str | None = None
     # Snapshot file of Nightjar's state (nightjar.live.state), rewritten a few
     # times a second; ``--serve`` exports it as Prometheus metrics.
@@ -64,7 +69,9 @@ class LiveSettings:
             raise NightjarInputError(f"gamma_max must be >= 0, got {self.gamma_max}")
         if self.ballast_blocks is not None and self.ballast_blocks < 0:
             raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
-        if self.draft_kv not in ("sync", "skip"):
+        if self.reload_cost_s is not None and not self.reload_cost_s >= 0.0:
+            raise NightjarInputError(f"reload cost must be >= 0 s, got {self.reload_cost_s}")
+        if self.draft_kv not in DRAFT_KV_MODES:
             raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
         if self.reload not in ("drain", "migrate"):
             raise NightjarInputError(f"reload mode must be drain or migrate, got {self.reload!r}")
@@ -73,7 +80,7 @@ class LiveSettings:
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")
 
     def to_additional_config(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = dataclasses.asdict(self)  # also turns ``memory`` into a plain dict
         # JSON object keys are strings; from_config turns them back into ints.
         data["forced_residency"] = {str(k): v for k, v in self.forced_residency.items()}
         return {KEY: data}
@@ -82,4 +89,9 @@ class LiveSettings:
     def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
         data = dict((additional_config or {}).get(KEY) or {})
         forced = data.pop("forced_residency", {}) or {}
-        return cls(**data, forced_residency={int(k): str(v) for k, v in forced.items()})
+        memory = data.pop("memory", None)
+        return cls(
+            **data,
+            memory=MemoryConfig(**memory) if memory is not None else None,
+            forced_residency={int(k): str(v) for k, v in forced.items()},
+        )

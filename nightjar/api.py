@@ -22,11 +22,13 @@ from typing import Any, overload
 
 import pandas as pd
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo, Summary, summarize
+from nightjar.metrics import Slo, Summary
 from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.records import RunResult
-from nightjar.regret import Regret, regret
+from nightjar.regret import Regret
+from nightjar.results import ResultSet
 from nightjar.trace import Trace, load_trace
 
 DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
@@ -36,13 +38,18 @@ class Results(Sequence[RunResult]):
     """The runs of one comparison (same trace, same seed), with their SLO.
 
     A sequence of :class:`~nightjar.records.RunResult`; ``results["fixed:3"]`` picks a
-    run by policy. An ``oracle`` run among them is the yardstick for regret.
+    run by policy. An ``oracle`` run among them is the yardstick for regret. The
+    summaries and regrets are computed once, in the :class:`~nightjar.results.ResultSet`
+    the CLI hands to its table, CSVs and report.
     """
 
-    def __init__(self, runs: Sequence[RunResult], slo: Slo | None = None) -> None:
+    def __init__(self, runs: Sequence[RunResult], slo: Slo | None = None,
+                 title: str = "") -> None:
         self.runs = list(runs)
         self.slo = slo or Slo()
-        self._summaries: list[Summary] | None = None
+        self.title = title or (f"{self.runs[0].trace} on {self.runs[0].profile}"
+                               if self.runs else "nightjar run")
+        self._set: ResultSet | None = None
 
     @overload
     def __getitem__(self, index: int) -> RunResult: ...
@@ -68,42 +75,57 @@ class Results(Sequence[RunResult]):
     def __repr__(self) -> str:
         return f"Results({', '.join(r.policy for r in self.runs)})"
 
+    def result_set(self) -> ResultSet:
+        """The :class:`~nightjar.results.ResultSet` of these runs (built once)."""
+        if self._set is None:
+            self._set = ResultSet.build(self.runs, title=self.title, slo=self.slo)
+        return self._set
+
     @property
     def oracle(self) -> RunResult | None:
-        return next((r for r in self.runs if r.policy == "oracle"), None)
+        return self.result_set().oracle
 
     def summaries(self) -> list[Summary]:
-        """One :class:`~nightjar.metrics.Summary` per run (computed once)."""
-        if self._summaries is None:
-            self._summaries = [summarize(r, self.slo) for r in self.runs]
-        return self._summaries
+        """One :class:`~nightjar.metrics.Summary` per run."""
+        return self.result_set().summaries
 
     def regrets(self) -> dict[str, Regret] | None:
-        oracle = self.oracle
-        return {r.policy: regret(r, oracle) for r in self.runs} if oracle else None
+        return self.result_set().regrets
 
     def frame(self) -> pd.DataFrame:
         return results_frame(self)
 
     def figure(self) -> Any:
-        """Per-run timelines (load, batch size, gamma, KV, latency ECDFs): a plotly Figure."""
-        from nightjar.report_charts import run_figure
+        """The runs over time (arrivals, batch, throughput, step time, acceptance) on
+        one time axis: a plotly Figure, as in the report's "Over time" section."""
+        from nightjar.report.fig_time import time_figure
+        from nightjar.report.series import span_of, time_series
+        from nightjar.report.style import policy_colors
 
-        return run_figure(self.runs)
+        runs = self.result_set().first_seed()
+        span = span_of([r.result for r in runs])
+        series = {r.policy: time_series(r.result, span) for r in runs}
+        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span)
 
     def comparison_figures(self) -> list[Any]:
-        """Throughput, latency and goodput bars (and regret, with an oracle run)."""
-        from nightjar.report_charts import comparison_figures
+        """Throughput, latency and goodput bars, the regret curves (with an oracle run)
+        and the latency ECDFs, as in the report."""
+        from nightjar.report.fig_compare import bars_figure, regret_figure
+        from nightjar.report.fig_latency import latency_figure
+        from nightjar.report.style import policy_colors
 
-        return comparison_figures(self.summaries(), self.regrets(), self.runs, self.oracle)
+        rs = self.result_set()
+        runs = rs.first_seed()
+        colors = policy_colors([r.policy for r in runs])
+        figs = [bars_figure(runs, colors, rs.slo), regret_figure(rs, colors),
+                latency_figure(runs, colors, rs.slo)]
+        return [f for f in figs if f is not None]
 
     def write(self, out: str | Path, *, force: bool = False, report: bool = True) -> Path:
         """CSVs, summaries and (by default) the HTML report, as ``nightjar sim --out``."""
         from nightjar.output import write_all
 
-        title = f"{self.runs[0].trace} on {self.runs[0].profile}" if report else None
-        write_all(self.runs, Path(out), force=force, oracle=self.oracle,
-                  summaries=self.summaries(), regrets=self.regrets(), report_title=title)
+        write_all(self.result_set(), Path(out), force=force, report=report)
         return Path(out)
 
 
@@ -116,7 +138,7 @@ def simulate(
     gamma_max: int = 4,
     offload: bool = False,
     reload: str = "drain",
-    draft_kv: str = "skip",
+    draft_kv: str = DEFAULT_DRAFT_KV,
     acceptance: str = "geometric",
     max_num_seqs: int = 256,
     max_num_batched_tokens: int = 8192,
@@ -169,12 +191,7 @@ def results_frame(
     res = results if isinstance(results, Results) else Results(list(results), slo)
     if slo is not None and slo != res.slo:
         res = Results(res.runs, slo)
-    regrets = res.regrets()
-    rows = [
-        summary_row(r, summary=s, reg=regrets[r.policy] if regrets else None)
-        for r, s in zip(res.runs, res.summaries(), strict=True)
-    ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([summary_row(run) for run in res.result_set().runs])
 
 
 def load_run(folder: str | Path) -> Results:

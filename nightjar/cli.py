@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from nightjar import __version__
 from nightjar.errors import NightjarInputError
@@ -15,8 +16,40 @@ from nightjar.errors import NightjarInputError
 COMMANDS = ("sim", "sweep", "live", "profile", "validate", "trace")
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`]*)`")  # Sphinx roles such as :mod:`nightjar.sim`
+
+
+def plain(text: str) -> str:
+    """Help text without reStructuredText markup (docstrings double as descriptions)."""
+    return _ROLE.sub(r"\1", text).replace("``", "")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default, and help without reStructuredText markup."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if text is None or "default" in text or not action.option_strings:
+            return text
+        if action.default is None or action.default is False or action.default == []:
+            return text
+        if action.default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2 (no usage dump)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -16,14 +16,16 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo, Summary, request_latencies, summarize
+from nightjar.metrics import request_latencies
 from nightjar.records import RunResult
-from nightjar.regret import Regret, regret
+
+if TYPE_CHECKING:
+    from nightjar.results import PolicyRun, ResultSet
 
 MARKER = ".nightjar-run"
 # Characters kept as they are in a slug; all portable in file names on every OS.
@@ -85,24 +87,14 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def summary_row(
-    result: RunResult,
-    slo: Slo | None = None,
-    oracle: RunResult | None = None,
-    *,
-    summary: Summary | None = None,
-    reg: Regret | None = None,
-) -> dict[str, Any]:
-    """The flat summary of one run (plus regret columns when an oracle is given).
-
-    ``summary`` and ``reg`` skip recomputing what the caller already has.
-    """
-    flat = (summary or summarize(result, slo)).as_dict()
+def summary_row(run: PolicyRun) -> dict[str, Any]:
+    """The flat summary of one run, plus regret columns when it has a regret."""
+    flat = run.summary.as_dict()
     head = {k: flat.pop(k) for k in ("policy", "engine", "trace")}
+    result = run.result
     row: dict[str, Any] = {**head, "profile": result.profile, "seed": result.seed, **flat}
-    if reg is None and oracle is not None:
-        reg = regret(result, oracle)
-    if reg is not None:
+    if run.regret is not None:
+        reg = run.regret
         row.update(regret_pct=reg.percent, regret_s=reg.absolute_s, ptl_s=reg.ptl_s)
     return row
 
@@ -132,32 +124,22 @@ def write_frame(frame: pd.DataFrame, stem: Path, fmt: str = "csv") -> Path:
     return path
 
 
-def write_run(
-    result: RunResult,
-    out_dir: Path,
-    *,
-    slo: Slo | None = None,
-    oracle: RunResult | None = None,
-    slug: str | None = None,
-    row: dict[str, Any] | None = None,
-    fmt: str = "csv",
-) -> list[Path]:
-    """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run.
+def write_run(run: PolicyRun, out_dir: Path, fmt: str = "csv") -> list[Path]:
+    """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run
+    (``requests.parquet`` and ``steps.parquet`` with ``fmt="parquet"``).
 
-    ``out_dir`` should come from :func:`prepare_out_dir`; ``row`` is a precomputed
-    :func:`summary_row` (summaries of 150k-step runs are worth not repeating).
-    Returns the written paths.
+    ``out_dir`` should come from :func:`prepare_out_dir`; the run's folder is its
+    slug. Returns the written paths.
     """
-    folder = Path(out_dir) / (slug or policy_slug(result.policy))
-    summary = row if row is not None else summary_row(result, slo, oracle)
+    folder = Path(out_dir) / run.slug
     with _writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
         paths = [
-            write_frame(request_latencies(result.requests_frame()), folder / "requests", fmt),
-            write_frame(result.steps_frame(), folder / "steps", fmt),
+            write_frame(request_latencies(run.result.requests_frame()), folder / "requests", fmt),
+            write_frame(run.result.steps_frame(), folder / "steps", fmt),
             folder / "summary.json",
         ]
-        record = {k: _json_safe(v) for k, v in summary.items()}
+        record = {k: _json_safe(v) for k, v in summary_row(run).items()}
         paths[2].write_text(json.dumps(record, indent=2) + "\n")
     return paths
 
@@ -177,67 +159,40 @@ def unique_slugs(results: Sequence[RunResult]) -> list[str]:
     return slugs
 
 
-def write_comparison(
-    results: Sequence[RunResult],
-    out_dir: Path,
-    *,
-    slo: Slo | None = None,
-    oracle: RunResult | None = None,
-) -> Path:
-    """Write ``summary.csv``: one row per run (with regret columns if an oracle is given)."""
-    return _write_summary_csv([summary_row(r, slo, oracle) for r in results], results, out_dir)
-
-
-def _write_summary_csv(
-    rows: list[dict[str, Any]], results: Sequence[RunResult], out_dir: Path, fmt: str = "csv"
-) -> Path:
-    slugs = unique_slugs(results)
-    rows = [{"slug": slug, **row} for slug, row in zip(slugs, rows, strict=True)]
+def write_summary_csv(results: ResultSet, out_dir: Path, fmt: str = "csv") -> Path:
+    """Write ``summary.csv`` (or ``summary.parquet``): one row per run (with regret
+    columns where it has one)."""
+    rows = [{"slug": run.slug, **summary_row(run)} for run in results.runs]
     with _writing(Path(out_dir) / "summary"):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         return write_frame(pd.DataFrame(rows), Path(out_dir) / "summary", fmt)
 
 
 def write_all(
-    results: Sequence[RunResult],
+    results: ResultSet,
     out_dir: Path,
     *,
     force: bool = False,
-    slo: Slo | None = None,
-    oracle: RunResult | None = None,
-    report_title: str | None = None,
-    summaries: Sequence[Summary] | None = None,
-    regrets: dict[str, Regret] | None = None,
+    report: bool = False,
+    report_cdn: bool = False,
     fmt: str = "csv",
 ) -> list[Path]:
     """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
 
     ``fmt="parquet"`` writes the tables as parquet instead of CSV (``--format``).
 
-    With ``report_title``, also writes ``report.html`` (see :mod:`nightjar.report`).
-    ``summaries`` (one per run) and ``regrets`` (by policy) are computed if not given.
+    With ``report``, also writes ``report.html`` (see :mod:`nightjar.report`), with
+    plotly.js loaded from its CDN when ``report_cdn``. Nothing is recomputed: the
+    summaries and regrets come with ``results``.
     """
     prepare_out_dir(out_dir, force)
-    if summaries is None:
-        summaries = [summarize(r, slo) for r in results]
-    if regrets is None and oracle is not None:
-        regrets = {r.policy: regret(r, oracle) for r in results}
-    rows = [
-        summary_row(r, summary=s, reg=regrets[r.policy] if regrets else None)
-        for r, s in zip(results, summaries, strict=True)
-    ]
     paths: list[Path] = []
-    for result, slug, row in zip(results, unique_slugs(results), rows, strict=True):
-        paths += write_run(result, out_dir, slug=slug, row=row, fmt=fmt)
-    paths.append(_write_summary_csv(rows, results, out_dir, fmt))
-    if report_title is not None:
+    for run in results.runs:
+        paths += write_run(run, out_dir, fmt)
+    paths.append(write_summary_csv(results, out_dir, fmt))
+    if report:
         # Imported here: plotly is slow to import and only the report needs it.
         from nightjar.report import write_report
 
-        paths.append(
-            write_report(
-                list(results), Path(out_dir) / "report.html", report_title, oracle=oracle,
-                slo=slo, summaries=list(summaries), regrets=regrets,
-            )
-        )
+        paths.append(write_report(results, Path(out_dir) / "report.html", cdn=report_cdn))
     return paths

@@ -6,6 +6,7 @@ import sys
 import time
 from types import TracebackType
 
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 _SHOW_AFTER_S = 1.0
@@ -18,9 +19,10 @@ class LazyProgress:
     running at hundreds of thousands of steps per second does not pay for drawing.
     """
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, show_after_s: float = _SHOW_AFTER_S) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.started = time.perf_counter()
+        self.show_after_s = show_after_s
         self._bar: Progress | None = None
         self._tasks: dict[str, tuple[TaskID | None, float, float]] = {}
 
@@ -33,6 +35,16 @@ class LazyProgress:
         if self._bar is not None:
             self._bar.stop()
 
+    def print(self, message: str) -> None:
+        """A line above the bar (rich markup), or on stderr when no bar is drawn."""
+        if self._bar is not None:
+            self._bar.console.print(message)
+        else:
+            Console(stderr=True).print(message)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tasks
+
     def add(self, name: str, total: float) -> None:
         self._tasks[name] = (None, max(total, 1e-9), 0.0)
 
@@ -41,7 +53,7 @@ class LazyProgress:
         if done - shown < 0.01 * total or not self.enabled:
             return
         if self._bar is None:
-            if time.perf_counter() - self.started < _SHOW_AFTER_S:
+            if time.perf_counter() - self.started < self.show_after_s:
                 return
             self._bar = Progress(
                 TextColumn("{task.description:<28}"),

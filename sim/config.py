@@ -50,7 +50,8 @@ class SimConfig:
     # per-step token budget shared by prefill and decode.
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
-    draft_kv_mode: DraftKVMode = DraftKVMode.SKIP
+    # What vLLM does: nightjar.draft_kv.DEFAULT_DRAFT_KV, the default in every engine.
+    draft_kv_mode: DraftKVMode = DraftKVMode.SYNC
     acceptance_model: AcceptanceModel = AcceptanceModel.GEOMETRIC
     positional_decay: float = 0.9
     reload_mode: ReloadMode = ReloadMode.DRAIN

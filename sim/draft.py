@@ -1,7 +1,8 @@
 """Where the draft model's weights are, and what moving them costs the KV pool.
 
-The shared :class:`nightjar.memory.MemoryController` decides; this module carries
-its decisions out in simulated time:
+The shared :class:`nightjar.memory.MemoryController` decides (the engine's
+:class:`nightjar.driver.StepDriver` advances it); this module carries its decisions
+out in simulated time:
 
 - offload: the weights stream to host memory over the host link (overlapping
   compute); the draft is unusable from the start, its KV cache is lost, and the
@@ -22,19 +23,15 @@ from typing import Any
 
 import simpy
 
-from nightjar.bandit import expected_tokens
 from nightjar.memory import Action, DraftState, MemoryController
+from nightjar.prefill import reload_cost_s
 from nightjar.profile import Profile
 from nightjar.sim.config import ReloadMode, SimConfig
 from nightjar.sim.kv import BlockPool
-from nightjar.sim.prefill import chunked_prefill_s
-from nightjar.types import Decision, StepContext
 
 # A drain that has not finished in this long preempts for the rest: the paper's
 # controller reloads when load has dropped, so most drains finish far sooner.
 DRAIN_TIMEOUT_S = 2.0
-# Tokens of draft KV a reload is expected to rebuild, for the reload-cost estimate.
-_REBUILD_TOKENS = 4096
 
 
 class DraftMemory:
@@ -56,10 +53,7 @@ class DraftMemory:
             facts.target_kv_bytes_per_token + facts.draft_kv_bytes_per_token
         )
         mem_cfg = dataclasses.replace(config.memory, enabled=config.offload)
-        reload_cost = chunked_prefill_s(
-            profile.draft_prefill_time_s, _REBUILD_TOKENS, profile.max_prefill_tokens
-        )
-        self.controller = MemoryController(mem_cfg, self.draft_blocks, reload_cost)
+        self.controller = MemoryController(mem_cfg, self.draft_blocks, reload_cost_s(profile))
         self._overhead_s = 0.0
         self._drain_started: float | None = None
         self.migrated_blocks = 0
@@ -73,19 +67,15 @@ class DraftMemory:
     def state_name(self) -> str:
         return self.controller.state.value
 
-    def decide(
-        self, ctx: StepContext, decision: Decision, acceptance: float,
-        preempt: Callable[[], bool], on_offload: Callable[[], None],
-    ) -> tuple[Decision, bool]:
-        """Advance the controller, start any transfer, and clamp the decision."""
-        gain = self._spec_gain_s(ctx, acceptance) if not self.resident else None
-        action = self.controller.step(ctx, decision, gain)
+    def start(
+        self, action: Action, preempt: Callable[[], bool], on_offload: Callable[[], None]
+    ) -> None:
+        """Start the transfer the driver's plan names (``Action.NONE``: nothing)."""
         if action is Action.START_OFFLOAD:
             on_offload()
             self.env.process(self._offload())
         elif action is Action.START_RELOAD:
             self._start_reload(preempt)
-        return self.controller.effective_gamma(decision)
 
     def after_step(self, preempt: Callable[[], bool]) -> None:
         """Finish a drain once its blocks are free, preempting when it takes too long."""
@@ -134,18 +124,6 @@ class DraftMemory:
     def _reload_weights(self) -> Generator[simpy.Event, Any, None]:
         yield self.env.timeout(self.transfer_s)
         self.controller.reload_done(self.env.now)
-
-    def _spec_gain_s(self, ctx: StepContext, acceptance: float) -> float:
-        """Seconds a step would save by speculating at the best gamma, by the profile."""
-        b, c = ctx.batch_size, ctx.mean_context_len
-        if b == 0:
-            return 0.0
-        base = self.profile.step_time_s(b, 0, c)
-        best = 0.0
-        for g in range(1, ctx.gamma_max + 1):
-            tokens = expected_tokens(acceptance, g)
-            best = max(best, tokens * base - self.profile.step_time_s(b, g, c))
-        return best
 
 
 __all__ = ["DraftMemory", "DraftState"]

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from nightjar.policy import Policy, clamp_decision
+from nightjar.driver import StepDriver
+from nightjar.policy import Policy
+from nightjar.prefill import chunked_prefill_s
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
@@ -27,7 +29,6 @@ from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.draft import DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
-from nightjar.sim.prefill import chunked_prefill_s
 from nightjar.types import Decision, StepContext, StepOutcome
 
 
@@ -69,11 +70,12 @@ class Engine:
         self.env = env
         self.ledger = ledger
         self.profile = profile
-        self.policy = policy
         self.cfg = config
         self.block_size = profile.memory.block_size
         self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=True))
         self.draft = DraftMemory(env, self.pool, profile, config)
+        # The per-step decide -> memory -> clamp -> observe sequence lives in the driver.
+        self.driver = StepDriver(policy, self.draft.controller, profile)
         self.rng = np.random.default_rng([config.seed, 11])
         self.batch = RunningBatch()
         self.waiting: deque[int] = deque()
@@ -81,8 +83,6 @@ class Engine:
         self.steps: list[StepRecord] = []
         self.on_step = on_step
         self.wants_requests = bool(getattr(policy, "uses_request_info", False))
-        self.drafted_total = 0
-        self.accepted_total = 0
         # Contexts beyond the profile's table are priced at its last row and counted
         # (``context_clamped_steps`` in the run's summary), never extrapolated.
         self.context_clamped_steps = 0
@@ -138,18 +138,16 @@ class Engine:
         """Decide gamma, make room in the KV pool, admit what fits."""
         b = self.batch
         ctx = self._context(now)
-        raw = self.policy.decide(ctx) if ctx.batch_size else 0
-        decision, clamped = self.draft.decide(
-            ctx, raw, self._acceptance_estimate(), self._preempt_last, self._forget_draft_kv
-        )
-        gammas = self._gammas(clamp_decision(decision, ctx), len(b))
+        step = self.driver.plan(ctx)
+        self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
+        gammas = self._gammas(step.decision, len(b))
         preempted = self._grow_kv(gammas) or len(b) < ctx.batch_size
         n = len(b)
         gammas = gammas[:n]
         budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
         prefill_tokens = 0 if preempted else self._admit(budget)
         return _Plan(
-            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0, clamped=clamped,
+            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0, clamped=step.clamped,
             prefill_tokens=prefill_tokens, mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
         )
 
@@ -218,8 +216,6 @@ class Engine:
         pool, n = self.pool, plan.n_decode
         drafted = int(plan.gammas.sum())
         accepted, out = int(decoded.accepted.sum()), int(decoded.emitted.sum())
-        self.drafted_total += drafted
-        self.accepted_total += accepted
         self.steps.append(StepRecord(
             now, step_s, n, len(self.waiting), plan.g_max, plan.prefill_tokens, drafted,
             accepted, out, pool.used, pool.total - pool.reclaim_pending,
@@ -228,7 +224,7 @@ class Engine:
         if not n:
             return
         per_request = self.wants_requests
-        self.policy.observe(StepOutcome(
+        self.driver.finish(StepOutcome(
             gamma=plan.g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
             accepted=accepted, emitted=out, switch_cost_s=switch_s, clamped=plan.clamped,
             prefill_tokens=plan.prefill_tokens,
@@ -244,10 +240,6 @@ class Engine:
         # The batch may have shrunk since the decision (preemption for a reload);
         # the preempted requests are the tail.
         return np.asarray(decision[:n], dtype=np.int64)
-
-    def _acceptance_estimate(self) -> float:
-        """Accepted / drafted so far, starting from a neutral prior of 0.5."""
-        return (self.accepted_total + 5.0) / (self.drafted_total + 10.0)
 
     def _forget_draft_kv(self) -> None:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""

@@ -84,7 +84,7 @@ def test_load_run_reads_sim_and_live_folders_back(tmp_path: Path) -> None:
     for r in res.runs:
         r.engine = "live"  # a live run's folder has the same layout
     out = tmp_path / "live"
-    write_all(res.runs, out, summaries=res.summaries())
+    write_all(res.result_set(), out)
     back = nightjar.load_run(out)
     assert [r.engine for r in back] == ["live", "live"] and back.slo == res.slo
     want = nightjar.results_frame(res)

@@ -21,11 +21,12 @@ from nightjar.output import (
     prepare_out_dir,
     unique_slugs,
     write_all,
-    write_comparison,
     write_run,
+    write_summary_csv,
 )
 from nightjar.records import RequestRecord, RunResult, StepRecord
 from nightjar.regret import per_token_latency, regret, regret_curve
+from nightjar.results import ResultSet
 from nightjar.table import summary_table
 
 NAN = float("nan")
@@ -110,7 +111,8 @@ def test_summary_of_empty_run_is_nan_not_error(tmp_path: Path) -> None:
     s = summarize(empty)
     assert s.requests_total == 0 and math.isnan(s.ttft_s.mean) and math.isnan(s.acceptance)
     # JSON has no NaN: undefined statistics are written as null.
-    record = json.loads(write_run(empty, prepare_out_dir(tmp_path / "o"))[2].read_text())
+    run = ResultSet.build([empty]).runs[0]
+    record = json.loads(write_run(run, prepare_out_dir(tmp_path / "o"))[2].read_text())
     assert record["ttft_s_mean"] is None and record["requests_total"] == 0
 
 
@@ -163,7 +165,8 @@ def test_slugs_readable_and_unique() -> None:
 def test_write_run_and_comparison_columns(tmp_path: Path) -> None:
     out = prepare_out_dir(tmp_path / "out")
     run, oracle = hand_run(), hand_run("oracle", time_scale=0.5)
-    paths = write_run(run, out, oracle=oracle)
+    results = ResultSet.build([run, oracle])
+    paths = write_run(results.runs[0], out)
     assert [p.relative_to(out).as_posix() for p in paths] == [
         "fixed-2/requests.csv",
         "fixed-2/steps.csv",
@@ -176,7 +179,7 @@ def test_write_run_and_comparison_columns(tmp_path: Path) -> None:
     assert {"time_s", "batch_size", "gamma", "draft_state", "kv_total_blocks"} <= set(steps)
     summary = json.loads(paths[2].read_text())
     assert summary["regret_pct"] == pytest.approx(100.0) and summary["policy"] == "fixed:2"
-    table = pd.read_csv(write_comparison([run, oracle], out, oracle=oracle))
+    table = pd.read_csv(write_summary_csv(results, out))
     assert list(table["slug"]) == ["fixed-2", "oracle"]
     assert {"throughput_tok_s", "e2e_s_p99", "switches_per_min", "regret_pct"} <= set(table)
 
@@ -191,10 +194,11 @@ def test_out_dir_refusal_and_reuse(tmp_path: Path) -> None:
     prepare_out_dir(user, force=True)
     assert (user / MARKER).exists()
     ours = tmp_path / "ours"
-    write_all([hand_run()], ours)
+    one = ResultSet.build([hand_run()])
+    write_all(one, ours)
     with pytest.raises(NightjarInputError, match="earlier nightjar run"):
-        write_all([hand_run()], ours)  # not even our own earlier run, unless asked
-    write_all([hand_run()], ours, force=True)
+        write_all(one, ours)  # not even our own earlier run, unless asked
+    write_all(one, ours, force=True)
     (tmp_path / "file").write_text("x")
     with pytest.raises(NightjarInputError, match="not a directory"):
         prepare_out_dir(tmp_path / "file")

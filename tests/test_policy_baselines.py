@@ -11,7 +11,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.policies.dsd import DsdPolicy
 from nightjar.policies.sglang import SglangPolicy, parse_candidates
 from nightjar.policy import PolicyEnv, make_policy
-from nightjar.synthetic_loop import KneeLatency, run_loop
+from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 from nightjar.types import StepContext, StepOutcome
 
 LAT = KneeLatency()

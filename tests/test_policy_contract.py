@@ -6,7 +6,7 @@ import pytest
 
 from nightjar.errors import NightjarInputError
 from nightjar.policy import Policy, PolicyEnv, make_policy, registered
-from nightjar.synthetic_loop import KneeLatency, run_loop
+from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 from nightjar.types import StepContext, StepOutcome
 
 ADAPTIVE = [

@@ -9,7 +9,7 @@ import pytest
 from nightjar.errors import NightjarInputError
 from nightjar.policies.nightjar_bandit import NightjarPolicy, _Schedule
 from nightjar.policy import PolicyEnv, make_policy
-from nightjar.synthetic_loop import KneeLatency, run_loop
+from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 from nightjar.types import StepContext, StepOutcome
 
 LAT = KneeLatency()

@@ -8,7 +8,7 @@ import pytest
 
 from nightjar.bandit import EffectiveAcceptance, expected_tokens
 from nightjar.policy import PolicyEnv, make_policy
-from nightjar.synthetic_loop import KneeLatency, run_loop
+from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 
 LAT = KneeLatency()
 SIZES = [1, 16, 32, 256]

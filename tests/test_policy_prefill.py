@@ -8,7 +8,7 @@ import pytest
 
 from nightjar.bandit import PrefillCost
 from nightjar.policy import Policy, PolicyEnv, make_policy
-from nightjar.synthetic_loop import KneeLatency, run_loop
+from nightjar.testing.synthetic_loop import KneeLatency, run_loop
 from nightjar.types import Decision, StepContext, StepOutcome
 
 LAT = KneeLatency()

@@ -1,4 +1,5 @@
-"""The HTML report: self-contained, names every policy, stays small when runs are long."""
+"""The HTML report: self-contained, names every policy, stays small when runs are long,
+fits 1280 px, and draws what the figures promise on shared axes."""
 
 from __future__ import annotations
 
@@ -6,14 +7,24 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from nightjar.errors import NightjarInputError
+from nightjar.metrics import Slo
 from nightjar.output import write_all
 from nightjar.records import RequestRecord, RunResult, StepRecord
-from nightjar.report import write_report
-from nightjar.report_charts import MAX_POINTS, downsample_steps
+from nightjar.report import build_page, write_report
+from nightjar.report.fig_latency import latency_figure
+from nightjar.report.fig_policy import policy_figure
+from nightjar.report.fig_time import time_figure
+from nightjar.report.series import (
+    TIME_BINS,
+    gamma_batch_share,
+    span_of,
+    time_series,
+)
+from nightjar.report.style import WIDTH, policy_colors
+from nightjar.results import ResultSet
 
 
 def synthetic_run(
@@ -70,70 +81,157 @@ def synthetic_run(
     )
 
 
-def test_downsample_keeps_bound_and_means() -> None:
-    frame = synthetic_run("x", 3 * MAX_POINTS, 10, 0).steps_frame()
-    small = downsample_steps(frame)
-    assert len(small) == MAX_POINTS
-    assert small["time_s"].is_monotonic_increasing
-    # Equal-count buckets keep the overall mean of gamma exactly when n divides evenly.
-    assert small["gamma"].mean() == pytest.approx(frame["gamma"].mean())
-    assert small["resident"].between(0, 1).all()
-    short = frame.head(10)
-    assert len(downsample_steps(short)) == 10
+SPECS = [
+    "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "schedule:1-16:3,17-64:1,65-:0",
+    "nightjar", "nightjar+", "dsd", "banditspec", "tetris",
+]
+
+
+def twelve(n_steps: int = 2000, n_requests: int = 300) -> ResultSet:
+    """Eleven policies plus the oracle: the most the report promises to lay out."""
+    runs = [synthetic_run(s, n_steps, n_requests, i) for i, s in enumerate(SPECS)]
+    oracle = synthetic_run("oracle", n_steps, n_requests, 99, slow=0.5)
+    for run in [*runs, oracle]:
+        run.seed = 0  # one seed: every run's regret is against this oracle
+    return ResultSet.build([*runs, oracle], title="A <test>")
+
+
+def test_time_series_bounded_and_conserves_tokens() -> None:
+    run = synthetic_run("x", 50_000, 10, 0)
+    span = span_of([run])
+    ts = time_series(run, span)
+    assert len(ts.time_s) == TIME_BINS
+    width = span / TIME_BINS
+    # Throughput x bin width adds back up to every emitted token.
+    assert float(np.sum(ts.throughput_tok_s) * width) == pytest.approx(
+        sum(s.emitted for s in run.steps)
+    )
+    assert np.nanmin(ts.gamma) >= 0 and np.nanmax(ts.gamma) <= 4
+    assert np.nanmin(ts.resident) >= 0 and np.nanmax(ts.resident) <= 1
+    assert np.nanmax(ts.acceptance) <= 1
+    # A run half as long leaves the later bins of the shared axis empty (NaN, a gap).
+    short = time_series(synthetic_run("y", 100, 10, 1), span)
+    assert np.isnan(short.batch_size[-1]) and short.throughput_tok_s[-1] == 0
+
+
+def test_time_series_accepts_engine_state_spelling() -> None:
+    run = synthetic_run("x", 2, 2, 0)
+    run.steps[0].draft_state, run.steps[1].draft_state = "RESIDENT", "offloaded"
+    ts = time_series(run, 2 * run.steps[1].time_s, bins=2)
+    assert list(ts.resident) == [1.0, 0.0]
+
+
+def test_gamma_batch_share_rows_sum_to_100_on_shared_bins() -> None:
+    run = synthetic_run("x", 5000, 10, 0)
+    labels, share, counts = gamma_batch_share(run, 4, batch_top=200)
+    assert labels[0] == "1" and labels[-1] == "129-200"
+    assert share.shape == (len(labels), 5)
+    filled = ~np.isnan(share).all(axis=1)
+    assert np.allclose(share[filled].sum(axis=1), 100.0)
+    assert counts.sum() == sum(1 for s in run.steps if s.batch_size >= 1)
+    # The synthetic run's batches stop at 63: the rows above are empty, not dropped.
+    assert np.isnan(share[-1]).all()
 
 
 def test_report_self_contained_names_policies_and_small(tmp_path: Path) -> None:
-    specs = [
-        "nospec",
-        "fixed:3",
-        "schedule:1-16:3,17-64:1,65-:0",
-        "nightjar",
-        "dsd",
-        "banditspec",
-        "tetris",
-        "sglang",
-        "fixed:1",
-    ]
-    runs = [synthetic_run(s, 20_000, 2000, i) for i, s in enumerate(specs)]
-    oracle = synthetic_run("oracle", 20_000, 2000, 99, slow=0.5)
-    path = write_report([*runs, oracle], tmp_path / "r" / "report.html", "A <test>", oracle=oracle)
+    results = twelve(20_000, 2000)
+    path = write_report(results, tmp_path / "r" / "report.html")
     text = path.read_text(encoding="utf-8")
-    assert text.count("<script") >= 2 and "plotly" in text.lower()
+    assert "plotly" in text.lower()
     assert not re.search(r"<script[^>]*\bsrc\s*=", text, re.IGNORECASE)
-    for spec in [*specs, "oracle"]:
+    for spec in [*SPECS, "oracle"]:
         assert spec in text
     assert "A &lt;test&gt;" in text  # the title is escaped
     assert "cumulative regret vs oracle" in text and "Regret % = per-token" in text
+    # bars, latency, regret curves, over time, then one figure per policy
+    assert text.count("Plotly.newPlot(") == 4 + 12
     size = path.stat().st_size
-    # plotly.js itself is ~4.8 MB; ten long runs add well under 2 MB more.
-    assert size < 6.8e6, size
+    # plotly.js itself is ~4.8 MB; twelve long runs add well under 1 MB.
+    assert size < 5.8e6, size
+    cdn = write_report(results, tmp_path / "cdn.html", cdn=True).read_text()
+    assert re.search(r"<script src='https://cdn\.plot\.ly/plotly-[\d.]+\.min\.js'", cdn)
+    assert len(cdn) < 1.0e6, len(cdn)
+
+
+def test_every_figure_fits_the_page_width() -> None:
+    results = twelve()
+    runs = results.first_seed()
+    colors = policy_colors([r.policy for r in runs])
+    span = span_of(results.results)
+    series = {r.policy: time_series(r.result, span) for r in runs}
+    figs = [
+        latency_figure(runs, colors, results.slo),
+        time_figure(runs, series, colors, span),
+        policy_figure(runs[0], series[runs[0].policy], "#000", span_s=span, gamma_max=4,
+                      kv_max=4000.0, batch_top=64),
+    ]
+    for fig in figs:
+        assert fig.layout.width <= WIDTH
+    assert len(set(colors.values())) == 12  # one colour per policy, none reused
+
+
+def test_latency_ecdfs_overlay_policies_and_show_the_given_slo() -> None:
+    results = twelve(500, 100)
+    runs = results.first_seed()
+    fig = latency_figure(runs, policy_colors([r.policy for r in runs]), Slo(1.5, 0.05))
+    # One trace per policy in each of the three panels, one legend entry per policy.
+    assert len(fig.data) == 3 * len(runs)
+    assert {t.xaxis for t in fig.data} == {"x", "x2", "x3"}
+    assert sorted(t.name for t in fig.data if t.showlegend) == sorted(r.policy for r in runs)
+    labels = {a.text for a in fig.layout.annotations}
+    assert {"SLO 1.5 s", "SLO 50 ms"} <= labels
+    assert all(ax.type == "log" for ax in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.xaxis3))
+
+
+def test_arrivals_have_their_own_axis_and_every_axis_a_unit() -> None:
+    results = twelve(500, 100)
+    runs = results.first_seed()
+    span = span_of(results.results)
+    series = {r.policy: time_series(r.result, span) for r in runs}
+    fig = time_figure(runs, series, policy_colors([r.policy for r in runs]), span)
+    arrivals = [t for t in fig.data if t.name == "arrivals"]
+    assert len(arrivals) == 1
+    others = {t.yaxis for t in fig.data if t.name != "arrivals"}
+    assert arrivals[0].yaxis not in others
+    for name in ("yaxis", "yaxis2", "yaxis3", "yaxis4", "yaxis5", "yaxis6"):
+        assert fig.layout[name].title.text, name
+
+
+def test_policy_panels_share_their_scales() -> None:
+    results = twelve(500, 100)
+    runs = results.first_seed()
+    span = span_of(results.results)
+    figs = [
+        policy_figure(r, time_series(r.result, span), "#000", span_s=span, gamma_max=4,
+                      kv_max=4000.0, batch_top=64)
+        for r in runs
+    ]
+    # gamma panels on one 0..gamma_max scale; KV panels on one scale; one time axis
+    assert {tuple(f.layout.yaxis.range) for f in figs} == {(-0.2, 4.2)}
+    assert len({tuple(f.layout.yaxis2.range) for f in figs}) == 1
+    assert {tuple(f.layout.xaxis.range) for f in figs} == {(0, span)}
+    # The residency band sits below zero on the KV axis: a band, not a fill.
+    band = figs[0].data[3]
+    assert band.line.width >= 5 and np.nanmax(np.asarray(band.y, dtype=float)) < 0
+    assert all(getattr(t, "fill", None) in (None, "none") for f in figs for t in f.data)
 
 
 def test_report_without_oracle_and_empty_input(tmp_path: Path) -> None:
     run = synthetic_run("fixed:2", 300, 50, 1)
-    text = write_report([run], tmp_path / "one.html", "one").read_text()
+    text = write_report(ResultSet.build([run], title="one"), tmp_path / "one.html").read_text()
     assert "fixed:2" in text and "regret" not in text.lower()
     with pytest.raises(NightjarInputError):
-        write_report([], tmp_path / "none.html", "none")
-
-
-def test_downsample_accepts_engine_state_spelling() -> None:
-    frame = pd.DataFrame(
-        {
-            "time_s": [0.0, 1.0],
-            "batch_size": [1, 1],
-            "num_waiting": [0, 0],
-            "gamma": [1, 0],
-            "kv_used_blocks": [1, 1],
-            "kv_total_blocks": [9, 9],
-            "draft_state": ["RESIDENT", "offloaded"],
-        }
-    )
-    assert list(downsample_steps(frame)["resident"]) == [1.0, 0.0]
+        build_page(ResultSet.build([]))
+    # The engine's gamma_max sets the gamma axes even when no run went that high.
+    wide = ResultSet.build([run], gamma_max=6)
+    assert '"range":[-0.2,6.2]' in build_page(wide).replace(" ", "")
+    # A run that never stepped (e.g. an empty live replay) still gets its page.
+    empty = RunResult("nospec", "live", "t", "p", 0, 0.0)
+    assert "nospec" in build_page(ResultSet.build([empty]))
 
 
 def test_write_all_adds_report(tmp_path: Path) -> None:
     run = synthetic_run("nightjar", 200, 20, 2)
-    paths = write_all([run], tmp_path / "out", report_title="demo")
+    paths = write_all(ResultSet.build([run], title="demo"), tmp_path / "out", report=True)
     assert paths[-1] == tmp_path / "out" / "report.html"
     assert "nightjar" in paths[-1].read_text()

@@ -11,6 +11,7 @@ import pytest
 from nightjar.output import write_run
 from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.records import RunResult
+from nightjar.results import ResultSet
 from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
 from nightjar.sim.engine import Engine
 from nightjar.trace import Trace, load_trace
@@ -127,7 +128,7 @@ def test_same_seed_gives_identical_csvs(a100: Profile, tmp_path: Path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     for run, d in zip(runs, dirs, strict=True):
         run.extra.pop("wall_s")
-        write_run(run, d)
+        write_run(ResultSet.build([run]).runs[0], d)
     for name in ("requests.csv", "steps.csv", "summary.json"):
         assert filecmp.cmp(dirs[0] / "nightjar" / name, dirs[1] / "nightjar" / name, shallow=False)
 
@@ -152,7 +153,7 @@ def test_sync_mode_pays_no_switch_cost_but_skip_mode_does(a100: Profile) -> None
 
 
 def test_a_small_profile_bounds_the_batch_and_chunks_long_prefills(a100: Profile) -> None:
-    from nightjar.sim.prefill import chunked_prefill_s
+    from nightjar.prefill import chunked_prefill_s
 
     data = a100.to_json()
     data["decode"] = [r for r in data["decode"] if r[0] <= 16 and r[2] <= 512]

@@ -9,6 +9,7 @@ from nightjar.cli import main
 from nightjar.errors import NightjarInputError
 from nightjar.output import write_all
 from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.results import ResultSet
 from nightjar.sim import SimConfig, simulate
 from nightjar.trace import load_trace
 from nightjar.validate import (
@@ -24,7 +25,7 @@ from nightjar.validate import (
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("runs")
     result = simulate(load_trace("steady_low"), load_profile(DEFAULT_PROFILE), "fixed:3")
-    write_all([result], out)
+    write_all(ResultSet.build([result]), out)
     return out / "fixed-3"
 
 

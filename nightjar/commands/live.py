@@ -6,10 +6,12 @@ vLLM is imported only when the command runs, so ``nightjar --help`` works withou
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.slo_args import add_slo_args, slo_from_args
 
@@ -35,8 +37,9 @@ MEMORY_FLAGS: tuple[tuple[str, type, str], ...] = (
 )
 
 
-def memory_settings(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The MemoryConfig fields for ``LiveSettings.memory``; validated here (exit 2)."""
+def memory_settings(args: argparse.Namespace) -> Any:
+    """``LiveSettings.memory``: a MemoryConfig, or None with ``--offload off`` (exit 2 on
+    a bad value or a threshold given without ``--offload on``)."""
     from nightjar.memory import MemoryConfig
 
     given = {
@@ -51,8 +54,7 @@ def memory_settings(args: argparse.Namespace) -> dict[str, Any] | None:
             first = "--" + next(iter(given)).replace("_", "-")
             raise NightjarInputError(f"{first} sets the memory controller: add --offload on")
         return None
-    MemoryConfig(**given)  # raises a one-line NightjarInputError on a bad value
-    return given
+    return MemoryConfig(**given)  # raises a one-line NightjarInputError on a bad value
 
 
 def add_parser(sub: Any) -> None:
@@ -72,7 +74,9 @@ def add_parser(sub: Any) -> None:
         metavar="SPEC",
         help=f"policy spec, repeatable; default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--gamma-max", type=int, default=3)
+    p.add_argument(
+        "--gamma-max", type=int, default=3, help="longest speculation a policy may choose"
+    )
     p.add_argument(
         "--spec-tokens",
         type=int,
@@ -81,9 +85,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--draft-kv",
-        choices=["sync", "skip"],
-        default="sync",
-        help="at gamma 0, keep the draft's KV in sync (vLLM) or skip the draft",
+        choices=DRAFT_KV_MODES,
+        default=DEFAULT_DRAFT_KV,
+        help="at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip the draft",
     )
     p.add_argument(
         "--offload",
@@ -100,6 +104,13 @@ def add_parser(sub: Any) -> None:
         "--no-reload-on-gain",
         action="store_true",
         help="reload only when KV room lasts, never early for forgone speculation gain",
+    )
+    mem.add_argument(
+        "--reload-cost-s",
+        type=float,
+        default=None,
+        help="seconds a reload costs, weighed against the forgone gain (default: estimated "
+        "from --profile when it is a nightjar profile; without either that reload is off)",
     )
     p.add_argument(
         "--reload",
@@ -127,18 +138,30 @@ def add_parser(sub: Any) -> None:
         help="multiply trace times by this (0.1 replays ten times faster)",
     )
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
-    p.add_argument("--max-model-len", type=int, default=2048)
-    p.add_argument("--max-num-seqs", type=int, default=64)
+    p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len (tokens)")
+    p.add_argument("--max-num-seqs", type=int, default=64, help="vLLM max_num_seqs (batch cap)")
     p.add_argument("--kv-cache-gb", type=float, default=None, help="KV pool size (GiB)")
     p.add_argument(
         "--compile",
         action="store_true",
         help="let vLLM torch.compile the model (slow warm-up on CPU)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the policy, vLLM and prompts")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show vLLM's whole log (by default warnings only; the full log is in "
+        "OUT/vllm.log either way)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--report-cdn",
+        action="store_true",
+        help="load plotly.js from its CDN in the report (small file, needs network)",
+    )
     p.add_argument(
         "--serve",
         action="store_true",
@@ -147,8 +170,8 @@ def add_parser(sub: Any) -> None:
     add_slo_args(p)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv",
                    help="tables as CSV (default) or parquet (needs pyarrow)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="--serve: port to listen on")
     p.add_argument(
         "vllm_args",
         nargs=argparse.REMAINDER,
@@ -172,12 +195,46 @@ def _check_profile(name: str | None) -> str | None:
     """Load the step-time prior once here so that a bad one fails before vLLM starts."""
     if name is None:
         return None
-    from nightjar.live.latency import load_latency
+    from nightjar.live.profiling.latency import load_latency
 
     load_latency(name)
     # The engine core may run elsewhere: give it an absolute path for files.
     path = Path(name)
     return str(path.resolve()) if path.is_file() else name
+
+
+def _reload_cost(args: argparse.Namespace, profile: str | None, memory: Any) -> float | None:
+    """Seconds a reload costs, for the early reload on forgone gain; None turns it off."""
+    if args.reload_cost_s is not None:
+        if memory is None:
+            raise NightjarInputError("--reload-cost-s sets the memory controller: add --offload on")
+        if not args.reload_cost_s >= 0.0:
+            raise NightjarInputError(f"--reload-cost-s must be >= 0, got {args.reload_cost_s}")
+        return float(args.reload_cost_s)
+    if memory is None or profile is None:
+        return None
+    from nightjar.live.profiling.latency import load_latency, reload_cost_estimate
+
+    cost: float | None = reload_cost_estimate(load_latency(profile)[0])
+    return cost
+
+
+def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, settings: Any) -> Any:
+    """The engine the flags describe; ``nospec`` runs without a draft."""
+    from nightjar.live.plugins.engine import EngineSpec
+
+    spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
+    return EngineSpec(
+        target=target,
+        draft=None if settings.policy == "nospec" else draft,
+        settings=settings,
+        max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs,
+        kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
+        enforce_eager=not args.compile,
+        spec_tokens=spec_tokens,
+        load_progress=args.verbose,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
     # Flag checks before the model checks: they need nothing on disk.
     memory = memory_settings(args)
     profile = _check_profile(args.profile)
+    reload_cost = _reload_cost(args, profile, memory)
     if args.ballast_blocks is not None and args.ballast_blocks < 0:
         raise NightjarInputError(f"--ballast-blocks must be >= 0, got {args.ballast_blocks}")
     target = resolve_model(args.model, "model")
@@ -219,17 +277,22 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         draft_kv=args.draft_kv,
         memory=memory,
+        reload_cost_s=reload_cost,
         ballast_blocks=args.ballast_blocks,
         reload=args.reload,
         profile=profile,
     )
     if args.serve:
+        if len(specs) != 1:
+            raise NightjarInputError("--serve runs one policy; give exactly one --policy")
         from nightjar.live.serve import serve
 
-        return int(serve(args, target, draft, base, spec_tokens, specs))
+        settings = dataclasses.replace(base, policy=specs[0])
+        extra = [a for a in (args.vllm_args or []) if a != "--"]
+        return int(serve(_engine_spec(args, target, draft, settings), args.host, args.port, extra))
     if args.trace is None:
         raise NightjarInputError("give --trace FILE to replay, or --serve")
-    return _replay_all(args, target, draft, vocab, base, spec_tokens, specs)
+    return _replay_all(args, target, draft, vocab, base, specs)
 
 
 def _replay_all(
@@ -238,15 +301,14 @@ def _replay_all(
     draft: str | None,
     vocab: int,
     base: Any,
-    spec_tokens: int,
     specs: list[str],
 ) -> int:
-    import dataclasses
-
     from rich.console import Console
 
-    from nightjar.metrics import summarize
+    from nightjar.live import logs
     from nightjar.output import prepare_out_dir, write_all
+    from nightjar.progress import LazyProgress
+    from nightjar.results import ResultSet
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
 
@@ -255,51 +317,65 @@ def _replay_all(
         trace = _head(trace, args.max_requests)
     out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out_dir(out, args.force)
+    with logs.configured(out / "vllm.log", args.verbose) as log_file:
+        from nightjar.live.plugins.engine import prepare_env
 
-    from nightjar.live.engine import EngineSpec, prepare_env
+        prepare_env()
+        from nightjar.live.replay import ReplayOptions, replay
 
-    prepare_env()
-    from nightjar.live.replay import ReplayOptions, replay
-
-    console = Console(stderr=True)
-    results: list[Any] = []
-    for spec in specs:
-        step_log = out / f".steps-{len(results)}.jsonl"
-        step_log.unlink(missing_ok=True)  # the scheduler appends
-        settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
-        engine = EngineSpec.from_args(args, target, draft, settings, spec_tokens)
-        console.print(f"[bold]{spec}[/]: replaying {len(trace)} requests")
-        result, _ = replay(trace, engine, ReplayOptions(args.time_scale, vocab, args.seed))
-        result.policy = spec
-        results.append(result)
+        console = Console(stderr=True)
+        results: list[Any] = []
+        with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
+            for i, spec in enumerate(specs):
+                step_log = out / f".steps-{i}.jsonl"
+                step_log.unlink(missing_ok=True)  # the scheduler appends
+                settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
+                engine = _engine_spec(args, target, draft, settings)
+                label = f"{i + 1}/{len(specs)} {spec}"
+                bar.add(label, float(len(trace)))
+                started = time.monotonic()
+                result, _ = replay(
+                    trace,
+                    engine,
+                    ReplayOptions(args.time_scale, vocab, args.seed),
+                    progress=lambda done, label=label: bar.update(label, float(done)),
+                )
+                bar.print(
+                    f"[bold]{spec}[/]: {len(trace)} requests in {time.monotonic() - started:.0f} s"
+                )
+                result.policy = spec
+                results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
-    summaries = [summarize(r, slo_from_args(args)) for r in results]
-    Console().print(summary_table(summaries, None, title=title))
-    write_all(results, out, force=True, summaries=summaries, fmt=args.format,
-              report_title=None if args.no_report else title)
-    _write_step_tables(results, out)
-    console.print(f"wrote {out}/")
+    # No oracle on vLLM (UNSUPPORTED), so no regrets.
+    result_set = ResultSet.build(
+        results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
+        slo=slo_from_args(args),
+    )
+    Console().print(summary_table(result_set.summaries, None, title=title))
+    write_all(
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
+        fmt=args.format,
+    )
+    _write_step_tables(result_set, out)
+    console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
 
 
-def _write_step_tables(results: list[Any], out: Path) -> None:
+def _write_step_tables(result_set: Any, out: Path) -> None:
     """Each run's measured step times, reusable as ``--profile`` (where it has enough steps)."""
     import json
 
-    from nightjar.live.latency import StepTable
-    from nightjar.output import unique_slugs
+    from nightjar.live.profiling.latency import StepTable
 
-    for slug, result in zip(unique_slugs(results), results, strict=True):
+    for run in result_set.runs:
         try:
-            table = StepTable.from_steps(result.steps)
+            table = StepTable.from_steps(run.result.steps)
         except NightjarInputError:
             continue  # e.g. a run that never changed gamma has no per-gamma table
-        (out / slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
+        (out / run.slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
 
 
 def _head(trace: Any, n: int) -> Any:
-    import dataclasses
-
     if n < 1:
         raise NightjarInputError(f"--max-requests must be >= 1, got {n}")
     cut = slice(0, min(n, len(trace)))

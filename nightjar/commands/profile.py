@@ -1,7 +1,7 @@
 """``nightjar profile``: measure (vLLM), model (roofline), list and show profiles.
 
 Measured profiling (``--model PATH --draft PATH --out FILE`` without ``--roofline``)
-runs the real vLLM engine through ``nightjar.live.profile_cli``; vLLM is imported only
+runs the real vLLM engine through ``nightjar.commands.profile_measured``; vLLM is imported only
 on that path, so the other modes work without it.
 """
 
@@ -72,12 +72,19 @@ def add_parser(sub: Any) -> None:
     m.add_argument(
         "--workload", default="synthetic", help="workload the measured acceptance is stored as"
     )
-    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--seed", type=int, default=0, help="seed of the engines and prompts")
     m.add_argument(
         "--in-process",
         action="store_true",
         help="engine core in this process: quick start, but steps faster than a live run's",
     )
+    m.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show vLLM's whole log (by default warnings only; the full log is written next "
+        "to --out as NAME.vllm.log either way)",
+    )
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -89,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.roofline:
         return _roofline(args)
     if args.model:
-        from nightjar.live.profile_cli import run_measured
+        from nightjar.commands.profile_measured import run_measured
 
         return int(run_measured(args))
     raise NightjarInputError("nothing to do: give --roofline, --list, --show NAME or --model")

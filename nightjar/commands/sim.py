@@ -9,8 +9,10 @@ from typing import Any
 
 from rich.console import Console
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered
+from nightjar.profile import DEFAULT_PROFILE
 from nightjar.slo_args import add_slo_args, slo_from_args
 
 DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
@@ -19,17 +21,21 @@ DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "night
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
-    p.add_argument("--profile", default=None, help="bundled profile name or path")
+    p.add_argument("--profile", default=None,
+                   help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
     p.add_argument(
         "--policy", action="append", dest="policies", metavar="SPEC",
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
         f" default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gamma-max", type=int, default=4)
-    p.add_argument("--draft-kv", choices=["skip", "sync"], default="skip",
-                   help="skip the draft at gamma 0 and rebuild its KV later, or keep it in sync")
-    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric")
+    p.add_argument("--seed", type=int, default=0, help="seed of acceptance draws and policies")
+    p.add_argument("--gamma-max", type=int, default=4,
+                   help="longest speculation a policy may choose")
+    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
+                   help="at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip "
+                   "the draft and rebuild its KV later")
+    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric",
+                   help="accepted-drafts model (docs/simulator.md)")
     p.add_argument("--offload", choices=["on", "off"], default="off",
                    help="move the draft to host memory under KV pressure")
     p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
@@ -38,6 +44,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--report-cdn", action="store_true",
+                   help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_slo_args(p)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv",
@@ -46,11 +54,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.metrics import summarize
     from nightjar.output import write_all
     from nightjar.profile import DEFAULT_PROFILE, load_profile
     from nightjar.progress import LazyProgress
-    from nightjar.regret import regret
+    from nightjar.results import ResultSet
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
@@ -87,15 +94,13 @@ def run(args: argparse.Namespace) -> int:
             bar.add(spec, trace.duration_s)
         results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
 
-    oracle = next((r for r in results if r.policy == "oracle"), None)
-    summaries = [summarize(r, slo) for r in results]
-    regrets = {r.policy: regret(r, oracle) for r in results} if oracle else None
-    console = Console()
     title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
-    console.print(summary_table(summaries, regrets, title=title))
+    result_set = ResultSet.build(results, title=title, gamma_max=args.gamma_max, slo=slo)
+    console = Console()
+    console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
     write_all(
-        results, out, force=True, oracle=oracle, summaries=summaries, regrets=regrets,
-        report_title=None if args.no_report else title, fmt=args.format,
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
+        fmt=args.format,
     )
     console.print(f"wrote {out}/")
     return 0

@@ -32,7 +32,8 @@ def add_parser(sub: Any) -> None:
                    help="profile, repeatable (default: the bundled A100 profile)")
     p.add_argument("--offload", metavar="on,off", help="elastic draft memory (default off)")
     p.add_argument("--reload", metavar="drain,migrate", help="reload mode (default drain)")
-    p.add_argument("--draft-kv", metavar="skip,sync", help="draft KV mode (default skip)")
+    p.add_argument("--draft-kv", metavar="sync,skip",
+                   help="draft KV mode at gamma 0 (default sync, as vLLM)")
     p.add_argument("--acceptance", metavar="geometric,positional",
                    help="acceptance model (default geometric)")
     p.add_argument("--gamma-max", action="append", metavar="G[,G...]", help="default 4")

@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--burstiness", type=float, default=1.0,
                    help="gamma shape of inter-arrival times: 1 Poisson, <1 burstier (default 1)")
     g.add_argument("--workload", default="sharegpt", help="length/acceptance workload")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="seed of arrivals and lengths")
     g.add_argument("--name", help="trace name (default: the output file's stem)")
     g.add_argument("--generative", action="store_true",
                    help="write the segments spec instead of the materialized requests")
@@ -61,8 +61,8 @@ def add_parser(sub: Any) -> None:
     sg.add_argument("file", metavar="FILE.json")
     sg.add_argument("--rate", type=float, default=math.inf,
                     help="arrival rate in req/s (default inf: all at time 0)")
-    sg.add_argument("--burstiness", type=float, default=1.0)
-    sg.add_argument("--seed", type=int, default=0)
+    sg.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of arrivals")
+    sg.add_argument("--seed", type=int, default=0, help="seed of arrivals and sampling")
     sg.add_argument("--limit", type=int, help="keep at most N conversations")
     sg.add_argument("--tokenizer", help="local Hugging Face tokenizer dir (default: estimate)")
     sg.add_argument("--no-prompts", action="store_true", help="do not store prompt text")

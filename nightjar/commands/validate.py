@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 
 
@@ -22,10 +23,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--live-run", type=Path, required=True,
                    help="a run folder written by `nightjar live --out DIR` (DIR/<policy>)")
     p.add_argument("--profile", required=True, help="bundled profile name or path")
-    p.add_argument("--gamma-max", type=int, default=4)
-    p.add_argument("--draft-kv", choices=["sync", "skip"], default="sync",
-                   help="the live run's draft-KV mode (nightjar live's default: sync)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gamma-max", type=int, default=4, help="longest speculation in the simulator")
+    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
+                   help="the live run's draft-KV mode")
+    p.add_argument("--seed", type=int, default=0, help="simulator seed")
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.set_defaults(func=run)

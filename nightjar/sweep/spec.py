@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import Slo
 from nightjar.profile import DEFAULT_PROFILE
@@ -27,7 +28,7 @@ DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar+")
 CHOICES = {
     "offload": ("off", "on"),
     "reload": ("drain", "migrate"),
-    "draft_kv": ("skip", "sync"),
+    "draft_kv": DRAFT_KV_MODES,
     "acceptance": ("geometric", "positional"),
 }
 # Axis name -> (element type, default values). The order is the grid's nesting order
@@ -37,7 +38,7 @@ AXES: dict[str, tuple[type, tuple[Any, ...]]] = {
     "profile": (str, (DEFAULT_PROFILE,)),
     "offload": (str, ("off",)),
     "reload": (str, ("drain",)),
-    "draft_kv": (str, ("skip",)),
+    "draft_kv": (str, (DEFAULT_DRAFT_KV,)),
     "acceptance": (str, ("geometric",)),
     "gamma_max": (int, (4,)),
     "max_num_seqs": (int, (256,)),

@@ -72,7 +72,7 @@ def tiny_weak(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def make_llm() -> Callable[..., Any]:
     """``with make_llm(EngineSpec(...)) as llm:`` starts an engine and shuts it down."""
     _preload_iomp()
-    from nightjar.live.engine import prepare_env
+    from nightjar.live.plugins.engine import prepare_env
 
     prepare_env()
 
@@ -80,7 +80,7 @@ def make_llm() -> Callable[..., Any]:
     def start(spec: Any) -> Iterator[Any]:
         from vllm import LLM
 
-        from nightjar.live.engine import engine_kwargs
+        from nightjar.live.plugins.engine import engine_kwargs
 
         llm = LLM(**engine_kwargs(spec))
         try:

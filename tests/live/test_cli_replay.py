@@ -5,6 +5,7 @@ same per-request and per-step CSVs, summary and report as ``nightjar sim``, whic
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,11 @@ def test_replay_writes_sim_compatible_outputs(
     steps = pd.read_csv(out / "fixed-3" / "steps.csv")
     decode = steps[steps["batch_size"] > 0]
     assert decode["mean_context_len"].notna().all() and (decode["mean_context_len"] >= 10).all()
+    # vLLM's full log (INFO lines from the engine-core processes too) is in the output
+    # folder, and the logging set-up does not outlive the command.
+    engine_log = (out / "vllm.log").read_text()
+    assert "INFO" in engine_log and "EngineCore" in engine_log
+    assert "VLLM_LOGGING_CONFIG_PATH" not in os.environ
 
     # The validator replays the live run in the simulator (a GPU profile here: the
     # point is that the folder reads back and the steps line up, not the error).

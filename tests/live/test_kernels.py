@@ -1,7 +1,7 @@
-"""The residency copy kernels (nightjar.live.kernels) against independent references.
+"""The residency copy kernels (nightjar.live.kernels.ops) against independent references.
 
 Without a GPU the Triton kernels run under the Triton interpreter on CPU tensors:
-``TRITON_INTERPRET=1`` is set only while ``nightjar.live.kernels_triton`` is first
+``TRITON_INTERPRET=1`` is set only while ``nightjar.live.kernels.triton_impl`` is first
 imported (that is when ``@triton.jit`` reads it), so engines started by other
 tests in this process do not inherit it. With a GPU the compiled kernels run on
 CUDA tensors. Every comparison is on raw bytes, so NaN bit patterns compare too.
@@ -23,14 +23,14 @@ torch = pytest.importorskip("torch", reason="torch is not installed (live venv o
 pytest.importorskip("triton", reason="triton is not installed (vllm installs it)")
 
 CUDA = torch.cuda.is_available()
-if "nightjar.live.kernels_triton" not in sys.modules and not CUDA:
+if "nightjar.live.kernels.triton_impl" not in sys.modules and not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
     try:
-        import nightjar.live.kernels_triton  # noqa: F401
+        import nightjar.live.kernels.triton_impl  # noqa: F401
     finally:
         del os.environ["TRITON_INTERPRET"]
 
-from nightjar.live.kernels import (  # noqa: E402
+from nightjar.live.kernels.ops import (  # noqa: E402
     block_runs,
     migrate_blocks,
     pack,
@@ -38,7 +38,7 @@ from nightjar.live.kernels import (  # noqa: E402
     triton_usable,
     unpack,
 )
-from nightjar.live.kernels_plan import (  # noqa: E402
+from nightjar.live.kernels.plan import (  # noqa: E402
     check_pairs,
     plan_compaction,
     remap_block_ids,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.latency import Clamped, StepTable, load_latency
+from nightjar.live.profiling.latency import Clamped, StepTable, load_latency
 from nightjar.records import StepRecord
 
 NEEDS_VLLM = False

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from nightjar.live.engine import EngineSpec
-from nightjar.live.latency import StepTable
+from nightjar.live.plugins.engine import EngineSpec
+from nightjar.live.profiling.latency import StepTable
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 from nightjar.records import StepRecord

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nightjar.live.engine import EngineSpec
+from nightjar.live.plugins.engine import EngineSpec
 from nightjar.live.settings import LiveSettings
 
 OUT = 64

@@ -1,23 +1,26 @@
-"""Per-step gamma inside vLLM V1: a ``scheduler_cls`` that asks a Nightjar policy.
+"""Per-step gamma inside vLLM V1: a ``scheduler_cls`` that is a step-driver adapter.
 
 Each ``schedule()`` builds a :class:`StepContext` from the scheduler's own state
-(running and waiting queues, free KV blocks), asks the policy, clamps the choice,
-and sets it through vLLM's dynamic-speculation hook (``dynamic_sd_lookup``), which
-becomes ``SchedulerOutput.num_spec_tokens_to_schedule``: the number of tokens the
-drafter proposes at the end of this step. They are verified in the next step, so a
-gamma chosen at step t shows up as drafted/accepted at t+1 (one-step lag).
-``update_from_output`` then measures drafted vs accepted per request and the step's
-wall time, feeds a :class:`StepOutcome` back to the policy, and writes the step to
-the step log.
+(running and waiting queues, free KV blocks) and asks the step driver
+(:class:`nightjar.driver.StepDriver`: policy, memory controller, clamp) for the
+step's plan; the gamma goes through vLLM's dynamic-speculation hook
+(``dynamic_sd_lookup``), which becomes ``SchedulerOutput.num_spec_tokens_to_schedule``:
+the number of tokens the drafter proposes at the end of this step. They are verified
+in the next step, so a gamma chosen at step t shows up as drafted/accepted at t+1
+(one-step lag). The plan's memory action is carried out by
+:class:`nightjar.live.residency.coordinator.Residency`, which returns the one typed
+message (:mod:`nightjar.live.plugins.message`) the worker reads from the step's
+``SchedulerOutput``. ``update_from_output`` then measures drafted vs accepted per
+request and the step's wall time, reports the outcome to the driver, and writes the
+step to the step log.
 
 Works with the V1 model runner only: the V2 runner ignores a per-step K for
-``draft_model`` drafters (only verification shrinks). ``nightjar.live.engine``
+``draft_model`` drafters (only verification shrinks). ``nightjar.live.plugins.engine``
 sets ``VLLM_USE_V2_MODEL_RUNNER=0``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -25,20 +28,23 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
-from nightjar.live.latency import load_latency
-from nightjar.live.residency import Residency, draft_weight_bytes, kv_bytes_per_block
+from nightjar.driver import StepDriver
+from nightjar.live.plugins.message import attach, message_of
+from nightjar.live.plugins.stepstats import StepStats
+from nightjar.live.profiling.latency import load_latency
+from nightjar.live.residency.coordinator import (
+    Residency,
+    draft_weight_bytes,
+    kv_bytes_per_block,
+    memory_controller,
+)
 from nightjar.live.settings import LiveSettings
 from nightjar.live.state import StateWriter
 from nightjar.live.steplog import StepLog
-from nightjar.live.stepstats import StepStats
 from nightjar.live.version import check_vllm_version
-from nightjar.policy import PolicyEnv, clamp_decision, make_policy
+from nightjar.memory import Action
+from nightjar.policy import PolicyEnv, make_policy
 from nightjar.types import StepContext
-
-RESIDENCY_ATTR = "nightjar_residency"  # SchedulerOutput attribute the worker reads
-# SchedulerOutput attribute: (src, dst) KV block copies the worker makes before the
-# step's forward pass (a reload that migrated the ballast region; else empty).
-MIGRATION_ATTR = "nightjar_migration"
 
 
 class NightjarSchedulerMixin:
@@ -57,7 +63,7 @@ class NightjarSchedulerMixin:
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
         latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
-        self.nj_policy = make_policy(
+        policy = make_policy(
             self.nj.policy,
             PolicyEnv(
                 gamma_max=self.nj.gamma_max,
@@ -69,9 +75,11 @@ class NightjarSchedulerMixin:
         )
         self.nj_log = StepLog(self.nj.step_log)
         self.nj_pool_blocks = sched.kv_cache_manager.block_pool.get_num_free_blocks()
-        self.nj_residency = Residency(
-            self.nj, sched.kv_cache_manager, self._draft_blocks(), self.nj_log
-        )
+        controller = memory_controller(self.nj, self._draft_blocks())
+        # vLLM runs one K for the whole batch: batch_gamma turns a per-request
+        # decision into its max.
+        self.nj_driver = StepDriver(policy, controller, latency, batch_gamma=True)
+        self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
         self.nj_stats = StepStats()
         self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
@@ -104,36 +112,29 @@ class NightjarSchedulerMixin:
         held = self.nj_residency.ballast.held
         # Tokens already in the running requests' KV (the profile's context axis).
         context = sum(r.num_computed_tokens for r in sched.running) / running if running else 0.0
+        driver = self.nj_driver
         ctx = StepContext(
             now=now,
             batch_size=batch,
             num_waiting=waiting,
             kv_free_blocks=pool.get_num_free_blocks(),
             kv_total_blocks=self.nj_pool_blocks - held,
-            draft_resident=self.nj_residency.resident,
+            draft_resident=driver.draft_resident,
             gamma_max=self.nj.gamma_max,
             mean_context_len=context,
         )
-        # Policies are asked only when there is work (contract: B >= 1).
-        raw = self.nj_policy.decide(ctx) if batch > 0 else 0
-        # vLLM runs one K for the whole batch: a per-request decision becomes its max.
-        chosen = raw if isinstance(raw, int) else max(raw, default=0)
-        command = self.nj_residency.before_step(ctx, chosen)
-        ctx_now = dataclasses.replace(ctx, draft_resident=self.nj_residency.resident)
-        clamped_decision = clamp_decision(chosen, ctx_now)
-        gamma = clamped_decision if isinstance(clamped_decision, int) else max(clamped_decision)
-        if command is not None:
-            gamma = 0  # the drafter is busy moving this step
+        plan = driver.plan(ctx, self.nj_residency.next_step())
+        message = self.nj_residency.carry_out(plan.action, now)
+        gamma = plan.gamma
         sched.dynamic_sd_lookup = [gamma] * self._nj_lookup_len
         out = super().schedule(*args, **kwargs)  # type: ignore[misc]
-        setattr(out, RESIDENCY_ATTR, command)
-        setattr(out, MIGRATION_ATTR, self.nj_residency.pairs)
+        attach(out, message)
         self.nj_stats.begin(
             out,
             ctx,
-            chosen=chosen,
+            chosen=plan.chosen_gamma,
             gamma=gamma,
-            clamped=gamma < min(chosen, self.nj.gamma_max),
+            clamped=plan.clamped,
             state=self.nj_residency.state.value,
         )
         return out
@@ -153,8 +154,8 @@ class NightjarSchedulerMixin:
             self.nj_log.step(record, start_mono=start, chosen_gamma=chosen)
             self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:
-                self.nj_policy.observe(step_outcome)
-        if getattr(scheduler_output, RESIDENCY_ATTR, None) is not None:
+                self.nj_driver.finish(step_outcome)
+        if message_of(scheduler_output).residency is not Action.NONE:
             done = self.nj_residency.after_step()
             if done is not None:
                 self.nj_state.residency_done(done)
@@ -179,7 +180,7 @@ class NightjarSchedulerMixin:
         return super()._free_request(request, *args, **kwargs)  # type: ignore[misc]
 
     def shutdown(self) -> None:
-        self.nj_log.write("summary", **self.nj_residency.controller.summary(time.monotonic()))
+        self.nj_log.write("summary", **self.nj_driver.controller.summary(time.monotonic()))
         self.nj_log.close()
         self.nj_state.flush()
         super().shutdown()  # type: ignore[misc]

@@ -16,15 +16,16 @@ from typing import Any
 
 from nightjar.live.settings import LiveSettings
 
-SCHEDULER = "nightjar.live.scheduler.NightjarScheduler"
-ASYNC_SCHEDULER = "nightjar.live.scheduler.NightjarAsyncScheduler"
-WORKER = "nightjar.live.worker.NightjarWorker"
+SCHEDULER = "nightjar.live.plugins.scheduler.NightjarScheduler"
+ASYNC_SCHEDULER = "nightjar.live.plugins.scheduler.NightjarAsyncScheduler"
+WORKER = "nightjar.live.plugins.worker.NightjarWorker"
 
 
 def prepare_env() -> None:
     """Set the process environment vLLM reads at import time (call before importing vllm)."""
     # Per-step K for draft models only works in the V1 model runner.
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    # Without nightjar.live.logs.configured (the CLI uses it), warnings only.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     preload = os.environ.get("LD_PRELOAD", "")
     if "libiomp5" not in preload and not os.environ.get("CUDA_VISIBLE_DEVICES"):
@@ -51,22 +52,8 @@ class EngineSpec:
     # The engine's num_speculative_tokens; None = gamma_max. The policy may use
     # up to this many, never more.
     spec_tokens: int | None = None
-
-    @classmethod
-    def from_args(
-        cls, args: Any, target: str, draft: str | None, settings: LiveSettings, spec_tokens: int
-    ) -> EngineSpec:
-        """The engine ``nightjar live`` flags describe; ``nospec`` runs without a draft."""
-        return cls(
-            target=target,
-            draft=None if settings.policy == "nospec" else draft,
-            settings=settings,
-            max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs,
-            kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
-            enforce_eager=not args.compile,
-            spec_tokens=spec_tokens,
-        )
+    # vLLM's progress bar while loading weights (``nightjar live --verbose``).
+    load_progress: bool = False
 
 
 def is_cpu() -> bool:
@@ -96,6 +83,7 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
         "additional_config": settings.to_additional_config(),
         # Prefix caching would let a repeated prompt skip prefill and blur timing.
         "enable_prefix_caching": False,
+        "use_tqdm_on_load": spec.load_progress,
     }
     if not cpu:
         kwargs["async_scheduling"] = spec.async_scheduling

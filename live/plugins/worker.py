@@ -1,7 +1,8 @@
 """A ``worker_cls`` that can take the drafter out of device memory and skip it.
 
-The Nightjar scheduler attaches a residency command (``"offload"``/``"reload"``)
-to the ``SchedulerOutput`` of the step that should carry it. The worker performs
+The Nightjar scheduler attaches one typed message
+(:class:`nightjar.live.plugins.message.WorkerMessage`: a residency action and KV block
+migration pairs) to the ``SchedulerOutput`` of each step. The worker performs
 the move before that step's forward pass, so when the scheduler sees the step's
 output the transfer is complete. While the drafter is parked, its ``propose`` is
 replaced by one that returns no draft tokens without running the draft model
@@ -23,11 +24,12 @@ from typing import Any, cast
 import torch
 from vllm.logger import init_logger
 
-from nightjar.live.kernels import migrate_blocks
-from nightjar.live.kernels_plan import Pair, remap_block_ids, remap_block_table
-from nightjar.live.offload import WeightParking
-from nightjar.live.scheduler import MIGRATION_ATTR, RESIDENCY_ATTR
+from nightjar.live.kernels.ops import migrate_blocks
+from nightjar.live.kernels.plan import Pair, remap_block_ids, remap_block_table
+from nightjar.live.plugins.message import message_of
+from nightjar.live.residency.parking import WeightParking
 from nightjar.live.settings import LiveSettings
+from nightjar.memory import Action
 
 log = init_logger(__name__)
 
@@ -137,23 +139,23 @@ class NightjarWorkerMixin:
         self._nj_skip_now = self._nj_skip_at_zero and (
             scheduler_output.num_spec_tokens_to_schedule == 0
         )
-        pairs = getattr(scheduler_output, MIGRATION_ATTR, None)
-        if pairs:
+        message = message_of(scheduler_output)
+        if message.migration:
             # Before the reload and the forward pass: both may touch the region.
             start = time.perf_counter()
-            self.nightjar_migrate([(int(s), int(d)) for s, d in pairs])
+            self.nightjar_migrate(list(message.migration))
             log.info(
                 "nightjar: migrated %d KV blocks in %.3f s",
-                len(pairs),
+                len(message.migration),
                 time.perf_counter() - start,
             )
-        command = getattr(scheduler_output, RESIDENCY_ATTR, None)
-        if command is not None:
+        if message.residency is not Action.NONE:
             start = time.perf_counter()
-            moved = self.nightjar_offload() if command == "offload" else self.nightjar_reload()
+            offload = message.residency is Action.START_OFFLOAD
+            moved = self.nightjar_offload() if offload else self.nightjar_reload()
             log.info(
                 "nightjar: %s moved %.1f MB in %.3f s",
-                command,
+                "offload" if offload else "reload",
                 moved / 1e6,
                 time.perf_counter() - start,
             )

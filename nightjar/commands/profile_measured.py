@@ -87,37 +87,47 @@ def run_measured(args: argparse.Namespace) -> int:
     draft = resolve_model(draft_arg, "draft")
     vocab = check_pair(target, draft)
 
-    from nightjar.live.engine import prepare_env
+    from nightjar.live import logs
 
-    prepare_env()
-    from nightjar.live.profiler import ProfilePlan, measure_profile
+    with logs.configured(out.parent / f"{out.stem}.vllm.log", args.verbose) as log_file:
+        from nightjar.live.plugins.engine import prepare_env
 
-    plan = ProfilePlan(
-        target=target,
-        draft=draft,
-        target_name=_name(args.model),
-        draft_name=_name(draft_arg),
-        batch_sizes=int_list(args.batch_sizes, "--batch-sizes"),
-        gammas=int_list(args.gammas, "--gammas"),
-        contexts=int_list(args.contexts, "--contexts"),
-        prefill_lengths=int_list(args.prefill_lengths, "--prefill-lengths"),
-        output_tokens=args.output_tokens,
-        repeats=args.repeats,
-        kv_cache_bytes=int(args.kv_cache_gb * 2**30),
-        vocab=vocab,
-        seed=args.seed,
-        prompts=_prompts(args.prompts),
-        workload=args.workload,
-        command=_command(args, draft_arg, out),
-        model_max_len=min(max_position(target), max_position(draft)),
-        in_process=args.in_process,
-    )
-    plan.check()
+        prepare_env()
+        from nightjar.live.profiling.profiler import ProfilePlan, measure_profile
 
-    def say(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
+        plan = ProfilePlan(
+            target=target,
+            draft=draft,
+            target_name=_name(args.model),
+            draft_name=_name(draft_arg),
+            batch_sizes=int_list(args.batch_sizes, "--batch-sizes"),
+            gammas=int_list(args.gammas, "--gammas"),
+            contexts=int_list(args.contexts, "--contexts"),
+            prefill_lengths=int_list(args.prefill_lengths, "--prefill-lengths"),
+            output_tokens=args.output_tokens,
+            repeats=args.repeats,
+            kv_cache_bytes=int(args.kv_cache_gb * 2**30),
+            vocab=vocab,
+            seed=args.seed,
+            prompts=_prompts(args.prompts),
+            workload=args.workload,
+            command=_command(args, draft_arg, out),
+            model_max_len=min(max_position(target), max_position(draft)),
+            in_process=args.in_process,
+        )
+        plan.check()
 
-    data = measure_profile(plan, say)
+        from nightjar.progress import LazyProgress
+
+        with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
+
+            def tick(engine: str, done: int, total: int) -> None:
+                if engine not in bar:
+                    bar.add(engine, float(total))
+                bar.update(engine, float(done))
+
+            data = measure_profile(plan, bar.print, tick)
+    print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
     if out.exists() and not args.force:  # appeared while we measured
         raise NightjarInputError(f"refusing to overwrite {out} (use --force)")

@@ -16,8 +16,8 @@ as a live run with an adaptive policy is. Engines run as ``nightjar live`` runs 
 with the engine core in its own process; ``in_process`` (a quick mode for tests) starts
 them in ~4 s instead of ~20 s, but its steps are faster than a live run's. Step times
 come from the scheduler's step log (schedule start to output), split times from the
-worker probe (``profile_probe``); aggregation is in ``profile_build``.
-Call :func:`nightjar.live.engine.prepare_env` first.
+worker probe (``probe``); aggregation is in ``build``.
+Call :func:`nightjar.live.plugins.engine.prepare_env` first.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.engine import EngineSpec, engine_kwargs
-from nightjar.live.profile_build import (
+from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
+from nightjar.live.profiling.build import (
     EngineRun,
     Grid,
     Window,
@@ -49,8 +49,10 @@ from nightjar.live.profile_build import (
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 
-PROBE = "nightjar.live.profile_probe.ProfileProbe"
+PROBE = "nightjar.live.profiling.probe.ProfileProbe"
 Progress = Callable[[str], None]
+# (engine label, windows measured, windows in all) after each measured window.
+Tick = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +187,17 @@ def _token_prompts(plan: ProfilePlan, n: int, length: int, rng: np.random.Genera
     return [TokensPrompt(prompt_token_ids=[int(t) for t in row]) for row in ids]
 
 
-def _measure(llm: Any, plan: ProfilePlan, gamma: int | None) -> list[Window]:
+def window_count(plan: ProfilePlan, gamma: int | None) -> int:
+    """How many measured windows :func:`_measure` runs for this engine."""
+    per_repeat = len(plan.contexts) * len(plan.batch_sizes)
+    if gamma is None or gamma == 0:
+        per_repeat += len(plan.prefill_lengths)
+    return plan.repeats * per_repeat + (1 if plan.prompts and gamma else 0)
+
+
+def _measure(
+    llm: Any, plan: ProfilePlan, gamma: int | None, tick: Callable[[int], None]
+) -> list[Window]:
     rng = np.random.default_rng(plan.seed)
     windows: list[Window] = []
     _generate(llm, _token_prompts(plan, 2, 8, rng), 8)  # warm-up
@@ -197,22 +209,27 @@ def _measure(llm: Any, plan: ProfilePlan, gamma: int | None) -> list[Window]:
                 prompts = _token_prompts(plan, b, c - half, rng)
                 start, end, ids = _generate(llm, prompts, plan.output_tokens)
                 windows.append(Window("decode", b, c, start, end, tuple(ids)))
+                tick(len(windows))
         if gamma is None or gamma == 0:
             for n in plan.prefill_lengths:
                 lengths = plan.prefill_prompts(n)
                 prompts = [_token_prompts(plan, 1, k, rng)[0] for k in lengths]
                 start, end, ids = _generate(llm, prompts, 1)
                 windows.append(Window("prefill", len(lengths), n, start, end, tuple(ids)))
+                tick(len(windows))
     if plan.prompts and gamma:
         from vllm.inputs import TextPrompt
 
         texts = [TextPrompt(prompt=p) for p in plan.prompts]
         start, end, ids = _generate(llm, texts, plan.output_tokens)
         windows.append(Window("accept", len(texts), 0, start, end, tuple(ids)))
+        tick(len(windows))
     return windows
 
 
-def run_engine(plan: ProfilePlan, gamma: int | None, workdir: Path) -> EngineRun:
+def run_engine(
+    plan: ProfilePlan, gamma: int | None, workdir: Path, tick: Callable[[int], None] | None = None
+) -> EngineRun:
     """Start one engine, measure, shut it down; ``gamma`` None = no draft."""
     from vllm import LLM
 
@@ -233,7 +250,7 @@ def run_engine(plan: ProfilePlan, gamma: int | None, workdir: Path) -> EngineRun
     with _in_process(plan.in_process):
         llm = LLM(**kwargs)
         try:
-            windows = _measure(llm, plan, gamma)
+            windows = _measure(llm, plan, gamma, tick or (lambda _done: None))
             records = [
                 (str(k), float(t), float(d))
                 for k, t, d in llm.collective_rpc("nightjar_probe_take")[0]
@@ -261,17 +278,25 @@ def run_engine(plan: ProfilePlan, gamma: int | None, workdir: Path) -> EngineRun
     )
 
 
-def measure_profile(plan: ProfilePlan, progress: Progress | None = None) -> dict[str, Any]:
-    """Run every engine and return the profile JSON (format_version 1)."""
+def measure_profile(
+    plan: ProfilePlan, progress: Progress | None = None, tick: Tick | None = None
+) -> dict[str, Any]:
+    """Run every engine and return the profile JSON (format_version 1).
+
+    ``progress`` gets a line per engine; ``tick`` is called after each measured window.
+    """
     say = progress or (lambda _msg: None)
     runs: dict[int | None, EngineRun] = {}
     order: list[int | None] = [None, *plan.gammas]
     with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
         for g in order:
             label = "no draft" if g is None else f"fixed:{g}"
-            say(f"engine {len(runs) + 1}/{len(order)}: {label}")
+            name = f"engine {len(runs) + 1}/{len(order)}: {label}"
+            total = window_count(plan, g)
+            say(name)
             t = time.monotonic()
-            run = runs[g] = run_engine(plan, g, Path(tmp))
+            on_window = (lambda done, n=name, k=total: tick(n, done, k)) if tick else None
+            run = runs[g] = run_engine(plan, g, Path(tmp), on_window)
             run.wall_s, run.load_1m = time.monotonic() - t, os.getloadavg()[0]
             say(f"  {label}: {len(run.steps)} steps in {run.wall_s:.0f} s, load {run.load_1m:.1f}")
     return assemble(plan, runs)
@@ -293,8 +318,8 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
         "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
         "source": "measured",
         "command": plan.command or "nightjar profile (called from Python)",
-        "notes": "Measured with vLLM (nightjar.live.profiler): medians over every clean step "
-        f"of {plan.repeats} repeat(s). Acceptance measured on "
+        "notes": "Measured with vLLM (nightjar.live.profiling.profiler): medians over every "
+        f"clean step of {plan.repeats} repeat(s). Acceptance measured on "
         + ("the --prompts texts." if plan.prompts else "random token prompts."),
         "gpu": gpu,
         "target": plan.target_name,

@@ -10,7 +10,7 @@
     physically ``[num_blocks, block_size, num_kv_heads, 2 * head_size]``; ``BL..``
     layouts interleave layers per block). Any strided view works: a block is
     described as a set of contiguous byte runs, computed from its strides. Plans
-    must satisfy :func:`nightjar.live.kernels_plan.check_pairs` (no chained moves).
+    must satisfy :func:`nightjar.live.kernels.plan.check_pairs` (no chained moves).
 
 ``pack(params, buffer, offsets)`` / ``unpack(params, buffer, offsets)``
     Gather contiguous tensors into a flat buffer at the given byte offsets, and
@@ -19,7 +19,7 @@
 Dispatch (``backend="auto"``): the Triton kernels (one launch per group of
 same-layout layers; one launch per word width for all parameters) run when the
 tensors are on CUDA, or on CPU tensors when ``TRITON_INTERPRET=1`` was set when
-:mod:`nightjar.live.kernels_triton` was first imported (the Triton interpreter,
+:mod:`nightjar.live.kernels.triton_impl` was first imported (the Triton interpreter,
 which is how the tests check the kernels here; the mode is fixed at that import).
 Otherwise the torch fallback runs (``index_copy_`` / slice copies), which the
 tests also compare with. ``backend="torch"`` / ``"triton"`` force one. See
@@ -38,7 +38,7 @@ from typing import Literal
 
 import torch
 
-from nightjar.live.kernels_plan import Pair, check_pairs
+from nightjar.live.kernels.plan import Pair, check_pairs
 
 Backend = Literal["auto", "triton", "torch"]
 
@@ -47,7 +47,7 @@ def triton_usable(device: torch.device) -> bool:
     """Whether the Triton kernels can run on tensors living on ``device``."""
     if importlib.util.find_spec("triton") is None:
         return False
-    from nightjar.live.kernels_triton import INTERPRET
+    from nightjar.live.kernels.triton_impl import INTERPRET
 
     # The interpreter dereferences the kernels' raw addresses on the host, and a
     # compiled kernel needs a GPU: each mode fits exactly one kind of tensor.
@@ -103,7 +103,7 @@ def migrate_blocks(
         src = torch.tensor([s for s, _ in pairs], dtype=torch.int64, device=device)
         dst = torch.tensor([d for _, d in pairs], dtype=torch.int64, device=device)
         if _use_triton(device, backend):
-            from nightjar.live.kernels_triton import migrate_group
+            from nightjar.live.kernels.triton_impl import migrate_group
 
             offsets, run = block_runs(layers[0])
             migrate_group(layers, src, dst, offsets, run)
@@ -162,7 +162,7 @@ def _copy(
     if not slots:
         return
     if _use_triton(buffer.device, backend):
-        from nightjar.live.kernels_triton import memcpy_chunks
+        from nightjar.live.kernels.triton_impl import memcpy_chunks
 
         base = buffer.data_ptr()
         copies = [

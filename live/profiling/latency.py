@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
+from nightjar.prefill import reload_cost_s
 from nightjar.profile import Profile, load_profile
 from nightjar.records import StepRecord
 from nightjar.types import LatencyModel
@@ -208,3 +209,9 @@ def load_latency(name_or_path: str) -> tuple[LatencyModel, float | None]:
             table = StepTable.from_json(data, name_or_path)
             return table, table.acceptance
     return Clamped(load_profile(name_or_path)), None
+
+
+def reload_cost_estimate(model: LatencyModel) -> float | None:
+    """What a reload costs by a nightjar profile (as the simulator prices it); a step
+    table has no prefill times, so None (the caller then needs an explicit cost)."""
+    return reload_cost_s(model.profile) if isinstance(model, Clamped) else None

@@ -2,10 +2,10 @@
 
 Pure Python (no vllm, no torch). Inputs per engine: the scheduler's steps (start on
 ``time.monotonic()``, duration, batch, prefill tokens, verified gamma), the worker
-probe's timed calls (``nightjar.live.profile_probe``), and the windows the profiler
+probe's timed calls (``nightjar.live.profiling.probe``), and the windows the profiler
 ran its requests in. A timed call belongs to the step whose interval holds its start.
 
-How each table is measured (the engines are described in nightjar.live.profiler):
+How each table is measured (the engines are described in nightjar.live.profiling.profiler):
 
 - ``decode[B, 0, C]``: the no-draft engine's pure decode steps with B running;
   ``verify_ms`` = target forward + logits, ``draft_ms`` = 0;

@@ -1,4 +1,4 @@
-"""The Triton side of :mod:`nightjar.live.kernels`: two copy kernels and their launchers.
+"""The Triton side of :mod:`nightjar.live.kernels.ops`: two copy kernels and their launchers.
 
 Both kernels address memory through raw byte addresses read from small int64
 tables, so one launch covers every layer of a KV cache group (migration) or every
@@ -11,7 +11,7 @@ Import this module only after deciding the execution mode: ``@triton.jit`` reads
 interpreter a raw address is dereferenced on the host, so interpreted launches are
 only correct for CPU tensors; :data:`INTERPRET` lets the dispatcher check.
 
-Callers validate inputs (see :mod:`nightjar.live.kernels`); the launchers here
+Callers validate inputs (see :mod:`nightjar.live.kernels.ops`); the launchers here
 only shape the launch.
 """
 

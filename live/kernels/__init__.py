@@ -1,0 +1,5 @@
+"""Device-side data movement (KV block migration, weight packing): plan, Triton, torch.
+
+Kept import-light: :mod:`nightjar.live.kernels.plan` runs in the scheduler process
+without torch; :mod:`nightjar.live.kernels.ops` dispatches the copies.
+"""

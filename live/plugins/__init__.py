@@ -1,0 +1,1 @@
+"""The classes vLLM loads by name: scheduler, worker, and the engine arguments naming them."""

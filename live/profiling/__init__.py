@@ -1,0 +1,1 @@
+"""Measuring the engine: the profiler, its worker probe, table building, step-time priors."""

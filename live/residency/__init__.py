@@ -1,0 +1,1 @@
+"""Draft residency: the scheduler-side coordinator, the KV ballast, and weight parking."""

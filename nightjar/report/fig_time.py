@@ -1,0 +1,66 @@
+"""Over time, every policy overlaid on shared axes: load, throughput, step time, acceptance.
+
+Arrivals come from the trace, the same for every policy, so they get their own panel
+(drawn once, in grey) rather than sharing an axis with the waiting queue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from nightjar.report.series import TimeSeries, arrival_rate
+from nightjar.report.style import MUTED, base_layout, line_style
+from nightjar.results import PolicyRun
+
+# (TimeSeries field, panel title, y-axis title with unit)
+ROWS = (
+    ("waiting", "waiting queue", "requests"),
+    ("batch_size", "running batch", "requests"),
+    ("throughput_tok_s", "output throughput", "tokens/s"),
+    ("step_ms", "mean step time", "ms"),
+    ("acceptance", "draft acceptance (accepted / drafted)", "share"),
+)
+ROW_PX = 165
+
+
+def time_figure(
+    runs: list[PolicyRun], series: dict[str, TimeSeries], colors: dict[str, str], span_s: float
+) -> go.Figure:
+    titles = ["arrivals (from the trace, the same for every policy)", *(r[1] for r in ROWS)]
+    fig = make_subplots(
+        rows=len(titles), cols=1, shared_xaxes=True, subplot_titles=titles,
+        vertical_spacing=0.045,
+    )
+    t_arr, rate = arrival_rate(runs[0].result, span_s)
+    fig.add_trace(
+        go.Scatter(
+            x=t_arr.astype(np.float32), y=rate.astype(np.float32), mode="lines",
+            line={"color": MUTED, "width": 1.2, "shape": "hv"}, showlegend=False,
+            name="arrivals", hovertemplate="%{y:.1f} req/s<extra>arrivals</extra>",
+        ),
+        row=1, col=1,
+    )
+    fig.update_yaxes(title_text="requests/s", rangemode="tozero", row=1, col=1)
+    for row, (field, _, unit) in enumerate(ROWS, start=2):
+        for run in runs:
+            ts = series[run.policy]
+            fig.add_trace(
+                go.Scatter(
+                    x=ts.time_s.astype(np.float32),
+                    y=np.asarray(getattr(ts, field), dtype=np.float32),
+                    mode="lines", name=run.policy, legendgroup=run.policy,
+                    showlegend=row == 2, line=line_style(run.policy, colors[run.policy]),
+                    hovertemplate=f"%{{y:.3g}} {unit}<extra>{run.policy}</extra>",
+                ),
+                row=row, col=1,
+            )
+        fig.update_yaxes(title_text=unit, rangemode="tozero", row=row, col=1)
+    fig.update_yaxes(range=[0, 1.02], row=len(titles), col=1)
+    fig.update_xaxes(range=[0, span_s])
+    fig.update_xaxes(title_text="time since trace start (s)", row=len(titles), col=1)
+    base_layout(fig, ROW_PX * len(titles) + 60)
+    fig.update_annotations(x=0, xanchor="left")
+    fig.update_layout(hovermode="closest")
+    return fig
