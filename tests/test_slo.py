@@ -50,7 +50,7 @@ def test_sim_flags_change_goodput_and_print_the_thresholds(
         assert f"SLO: TTFT <= {float(ttft):g} s, TPOT <= 80 ms" in text
         rows[ttft] = json.loads((out / "fixed-3" / "summary.json").read_text())
         html = (out / "report.html").read_text()
-        assert "SLO %" in html and f"TTFT &lt;= {float(ttft):g} s" in html
+        assert "SLO<br>%" in html and f"TTFT ≤ {float(ttft):g} s" in html
     assert rows["2"]["slo_ttft_s"] == 2.0 and rows["0.05"]["slo_tpot_s"] == 0.08
     assert rows["0.05"]["slo_attainment"] < rows["2"]["slo_attainment"]
     assert rows["0.05"]["goodput_req_s"] < rows["2"]["goodput_req_s"]
