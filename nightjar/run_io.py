@@ -37,16 +37,11 @@ def _summary_keys() -> set[str]:
     return keys
 
 
-def _frame(folder: Path, stem: str) -> pd.DataFrame:
-    parquet, csv = folder / f"{stem}.parquet", folder / f"{stem}.csv"
-    if parquet.is_file():
-        try:
-            return pd.read_parquet(parquet)
-        except ImportError:
-            raise NightjarInputError(f"{parquet}: reading parquet needs pyarrow") from None
-    if csv.is_file():
-        return pd.read_csv(csv)
-    raise NightjarInputError(f"{folder} is not a nightjar run folder: missing {stem}.csv")
+def _parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except ImportError:
+        raise NightjarInputError(f"{path}: reading parquet needs pyarrow") from None
 
 
 def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
@@ -62,26 +57,37 @@ def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
 
 
 def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
-    """The run in ``folder`` and the SLO its summary was computed with (if recorded)."""
+    """The run in ``folder`` and the SLO its summary was computed with (if recorded).
+
+    CSV folders are read by :func:`nightjar.validate.load_run` (one reader, one set of
+    checks for ``nightjar validate`` and the API); parquet folders here.
+    """
+    from nightjar.validate import load_run
+
     folder = Path(folder)
     summary = folder / "summary.json"
     if not summary.is_file():
         raise NightjarInputError(f"{folder} is not a nightjar run folder: missing summary.json")
     try:
         meta = json.loads(summary.read_text(encoding="utf-8"))
-        requests, steps = _frame(folder, "requests"), _frame(folder, "steps")
+        if not isinstance(meta, dict):
+            raise ValueError("summary.json is not an object")
         known = _summary_keys() | _ROW_KEYS
         extra = {k: float(v) for k, v in meta.items()
                  if k not in known and isinstance(v, int | float) and not isinstance(v, bool)}
-        run = RunResult(
-            policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
-            profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
-            duration_s=float(meta["duration_s"]),
-            requests=_records(requests, RequestRecord), steps=_records(steps, StepRecord),
-            extra=extra,
-        )
         ttft, tpot = meta.get("slo_ttft_s"), meta.get("slo_tpot_s")
         slo = Slo(float(ttft), float(tpot)) if ttft is not None and tpot is not None else None
+        if (folder / "requests.parquet").is_file():
+            run = RunResult(
+                policy=str(meta["policy"]), engine=str(meta["engine"]),
+                trace=str(meta["trace"]), profile=str(meta.get("profile", "")),
+                seed=int(meta.get("seed", 0)), duration_s=float(meta["duration_s"]),
+                requests=_records(_parquet(folder / "requests.parquet"), RequestRecord),
+                steps=_records(_parquet(folder / "steps.parquet"), StepRecord),
+            )
+        else:
+            run = load_run(folder)
     except (KeyError, ValueError, TypeError, OSError) as exc:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
+    run.extra = extra
     return run, slo

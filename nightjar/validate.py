@@ -13,8 +13,11 @@ same policy in the simulator on a profile, and compares two things:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import json
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +25,7 @@ import pandas as pd
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import summarize
 from nightjar.profile import Profile, ProfileRangeError
-from nightjar.records import RunResult
+from nightjar.records import RequestRecord, RunResult, StepRecord
 from nightjar.trace import Trace
 
 COMPARED = ("throughput_tok_s", "ttft_s_mean", "ttft_s_p99", "tpot_s_mean", "tpot_s_p99",
@@ -30,10 +33,36 @@ COMPARED = ("throughput_tok_s", "ttft_s_mean", "ttft_s_p99", "tpot_s_mean", "tpo
 
 
 def load_run(folder: Path) -> RunResult:
-    """Read back a run folder written by ``nightjar.output.write_run`` (CSV or parquet)."""
-    from nightjar.run_io import read_run_folder
+    """Read back a run folder written by ``nightjar.output.write_run``."""
+    paths = {n: folder / n for n in ("requests.csv", "steps.csv", "summary.json")}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise NightjarInputError(f"{folder} is not a nightjar run folder: missing {missing[0]}")
+    try:
+        meta = json.loads(paths["summary.json"].read_text())
+        requests = pd.read_csv(paths["requests.csv"])
+        steps = pd.read_csv(paths["steps.csv"])
+        result = RunResult(
+            policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
+            profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
+            duration_s=float(meta["duration_s"]),
+            requests=_records(requests, RequestRecord), steps=_records(steps, StepRecord),
+        )
+    except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
+    return result
 
-    return read_run_folder(folder)[0]
+
+def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
+    names = [f.name for f in fields(cls) if f.name in frame.columns]
+    required = {
+        f.name for f in fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    absent = required - set(names)
+    if absent:
+        raise ValueError(f"missing column {sorted(absent)[0]}")
+    return [cls(**{str(k): v for k, v in row.items()}) for row in frame[names].to_dict("records")]
 
 
 def trace_of(run: RunResult) -> Trace:

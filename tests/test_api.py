@@ -102,3 +102,18 @@ def test_load_run_refuses_what_is_not_a_run(tmp_path: Path) -> None:
     (empty / "sweep.json").write_text("{}")
     with pytest.raises(NightjarInputError, match="load_sweep"):
         nightjar.load_run(empty)
+
+
+def test_parquet_run_folders_read_back_like_csv(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from nightjar.cli import main
+
+    for fmt in ("csv", "parquet"):
+        assert main(["sim", "--trace", "steady_low", "--policy", "nospec", "--policy",
+                     "fixed:3", "--format", fmt, "--out", str(tmp_path / fmt), "--quiet",
+                     "--no-report"]) == 0
+    assert (tmp_path / "parquet" / "fixed-3" / "steps.parquet").is_file()
+    assert not (tmp_path / "parquet" / "fixed-3" / "steps.csv").exists()
+    frames = [nightjar.results_frame(nightjar.load_run(tmp_path / f)) for f in ("csv", "parquet")]
+    cols = [c for c in frames[0].columns if c != "wall_s"]
+    pd.testing.assert_frame_equal(frames[0][cols], frames[1][cols])
