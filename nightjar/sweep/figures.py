@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -31,17 +32,19 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 
 
 def series_labels(frame: pd.DataFrame) -> pd.Series:
-    """One label per row naming the values of the non-load axes that vary in the table."""
-    varying = [c for c in SERIES_AXES if c in frame.columns and frame[c].nunique() > 1]
-    if not varying:
-        varying = ["policy"]
+    """One label per row: the policy, then the other non-load axes that vary."""
+    varying = [c for c in SERIES_AXES[1:] if c in frame.columns and frame[c].nunique() > 1]
 
     def label(row: pd.Series) -> str:
-        parts = [str(row["policy"])] if "policy" in varying else []
-        parts += [f"{c}={row[c]}" for c in varying if c != "policy"]
-        return " · ".join(parts)
+        # The policy always names the series; other axes only where they vary.
+        return " · ".join([str(row["policy"]), *(f"{c}={_show(row[c])}" for c in varying)])
 
     return frame.apply(label, axis=1)
+
+
+def _show(value: object) -> str:
+    # The table stores offload as a boolean; people set it as on/off.
+    return ("on" if value else "off") if isinstance(value, bool | np.bool_) else str(value)
 
 
 def aggregate(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
