@@ -4,7 +4,8 @@ Layout (docs/outputs.md): ``<out>/.nightjar-run`` marker, ``<out>/summary.csv`` 
 row per policy), optionally ``<out>/report.html``, and per policy
 ``<out>/<slug>/{requests,steps}.csv`` and ``summary.json``. A folder holding the
 marker was written by nightjar and may be written again; any other non-empty folder
-is refused unless the caller forces it.
+is refused unless the caller forces it. Commands write through
+:func:`nightjar.outdir.staged_out_dir`, so a folder appears only once complete.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import pandas as pd
 
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import request_latencies
+from nightjar.outdir import MARKER, check_out_dir
 from nightjar.records import RunResult
 
 if TYPE_CHECKING:
     from nightjar.results import PolicyRun, ResultSet
 
-MARKER = ".nightjar-run"
 # Characters kept as they are in a slug; all portable in file names on every OS.
 _SAFE = re.compile(r"[A-Za-z0-9.+-]")
 
@@ -66,14 +67,7 @@ def prepare_out_dir(path: Path, force: bool = False) -> Path:
     earlier nightjar run: nothing the user has is overwritten without asking.
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise NightjarInputError(f"cannot write to {path}: it exists and is not a directory")
-    if path.is_dir() and not force and any(path.iterdir()):
-        what = "an earlier nightjar run" if (path / MARKER).exists() else "files"
-        raise NightjarInputError(
-            f"output directory {path} already holds {what}; "
-            "choose a new directory or pass --force to overwrite"
-        )
+    check_out_dir(path, force)
     with _writing(path):
         path.mkdir(parents=True, exist_ok=True)
         (path / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")

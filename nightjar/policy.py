@@ -102,29 +102,54 @@ def registered() -> dict[str, PolicyInfo]:
 def make_policy(spec: str, env: PolicyEnv) -> Policy:
     """Build a policy from a spec such as ``nospec``, ``fixed:3`` or ``schedule:1-16:3``."""
     _load_all()
-    name, _, arg = spec.strip().partition(":")
+    name, sep, arg = spec.strip().partition(":")
     info = _REGISTRY.get(name)
     if info is None:
         known = ", ".join(sorted(_REGISTRY))
         raise NightjarInputError(f"unknown policy {spec!r} (known: {known})")
-    policy = info.factory(arg or None, env)
+    # ``name:`` passes an empty argument, never "no argument": ``schedule:`` is a typo,
+    # not a request for the default table.
+    policy = info.factory(arg if sep else None, env)
     policy.name = spec.strip()
     return policy
 
 
 # ``all`` lists the static baselines first and the yardstick last.
 _ALL_ORDER = {"nospec": 0, "fixed": 1, "schedule": 2, "oracle": 9}
+# Policies whose spec fixes the gammas they run.
+_STATIC = frozenset({"fixed", "schedule"})
 
 
-def expand_specs(specs: list[str]) -> list[str]:
-    """Expand ``all`` into every registered policy's default specs, keeping order."""
+def expand_specs(specs: list[str], gamma_max: int | None = None) -> list[str]:
+    """Expand ``all`` into every registered policy's default specs, keeping order.
+
+    With ``gamma_max``, ``all`` leaves out the static specs that ask for more (e.g.
+    ``fixed:4`` under gamma_max 3): run, they would be mislabelled, and a spec the
+    user wrote out is refused instead (see :func:`within_gamma_max`).
+    """
     _load_all()
     infos = sorted(_REGISTRY.values(), key=lambda i: (_ALL_ORDER.get(i.name, 5), i.name))
     out: list[str] = []
     for spec in specs:
-        chosen = [s for info in infos for s in info.default_specs] if spec == "all" else [spec]
+        if spec == "all":
+            chosen = [s for info in infos for s in info.default_specs]
+            chosen = [s for s in chosen if gamma_max is None or within_gamma_max(s, gamma_max)]
+        else:
+            chosen = [spec]
         out.extend(s for s in chosen if s not in out)
     return out
+
+
+def within_gamma_max(spec: str, gamma_max: int) -> bool:
+    """Whether a static spec (``fixed:G``, ``schedule:...``) stays within ``gamma_max``;
+    True for every other policy, which chooses within any gamma_max it is given."""
+    if spec.partition(":")[0] not in _STATIC:
+        return True
+    try:
+        make_policy(spec, PolicyEnv(gamma_max=gamma_max))
+    except NightjarInputError:
+        return False
+    return True
 
 
 def clamp_decision(decision: Decision, ctx: StepContext) -> Decision:

@@ -50,6 +50,10 @@ def memory_settings(args: argparse.Namespace) -> Any:
     if args.no_reload_on_gain:
         given["reload_on_gain"] = False
     if args.offload != "on":
+        if getattr(args, "reload", "drain") == "migrate":
+            raise NightjarInputError(
+                "--reload migrate needs --offload on (no draft reload without it)"
+            )
         if given:
             first = "--" + next(iter(given)).replace("_", "-")
             raise NightjarInputError(f"{first} sets the memory controller: add --offload on")
@@ -306,6 +310,7 @@ def _replay_all(
     from rich.console import Console
 
     from nightjar.live import logs
+    from nightjar.outdir import default_out_dir
     from nightjar.output import prepare_out_dir, write_all
     from nightjar.progress import LazyProgress
     from nightjar.results import ResultSet
@@ -315,7 +320,7 @@ def _replay_all(
     trace = load_trace(args.trace)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
-    out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or default_out_dir(f"live-{trace.name}")
     prepare_out_dir(out, args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.plugins.engine import prepare_env

@@ -147,6 +147,8 @@ def _roofline(args: argparse.Namespace) -> int:
     out = (
         Path(args.out) if args.out else Path(f"{args.gpu}__{args.model}+{args.draft}.json".lower())
     )
+    if out.exists() and not out.is_file():  # a FIFO would block the write forever
+        raise NightjarInputError(f"cannot write {out}: it exists and is not a regular file")
     if out.exists() and not args.force:
         raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
     data = build_profile(
@@ -211,6 +213,13 @@ def _show(name: str, context: float) -> int:
     from nightjar.profile import load_profile
 
     p = load_profile(name)
+    if not p.min_context_len <= context <= p.max_context_len:
+        # A lookup would be priced at the table's edge; a table shown "at" a context it
+        # does not cover would mislabel those numbers.
+        raise NightjarInputError(
+            f"--context {context:g}: context length outside the table's range "
+            f"{p.min_context_len:g}..{p.max_context_len:g}"
+        )
     gammas = [g for g in SHOW_GAMMAS if g <= p.gamma_max]
     table = Table(
         "B",

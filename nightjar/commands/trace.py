@@ -112,6 +112,8 @@ def dumps_trace(obj: dict[str, Any]) -> str:
 
 def _write(path_str: str, obj: dict[str, Any], force: bool) -> Path:
     path = Path(path_str)
+    if path.exists() and not path.is_file():  # a FIFO would block the write forever
+        raise NightjarInputError(f"cannot write {path}: it exists and is not a regular file")
     if path.exists() and not force:
         raise NightjarInputError(f"{path} exists; pass --force to overwrite it")
     try:
@@ -157,9 +159,9 @@ def run_import(args: argparse.Namespace) -> int:
     if other is not None:
         trace, rep = other
     elif args.import_kind == "azure":
-        if args.start < 0:
-            raise NightjarInputError(f"--start must be >= 0 (got {args.start})")
-        if args.duration is not None and args.duration <= 0:
+        if not 0 <= args.start < math.inf:  # also refuses NaN
+            raise NightjarInputError(f"--start must be a finite number >= 0 (got {args.start})")
+        if args.duration is not None and not args.duration > 0:
             raise NightjarInputError(f"--duration must be > 0 (got {args.duration})")
         trace, rep = import_azure_csv(args.file, limit=args.limit, start_s=args.start,
                                       duration_s=args.duration, workload=args.workload,
