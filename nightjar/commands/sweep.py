@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for params, reason in outcome.failed:
         where = " ".join(f"{k}={params[k]}" for k in ("trace", "rate_scale", "seed", "policy"))
-        console.print(f"failed cell {where}: {reason}", markup=False, highlight=False)
+        console.print(f"failed cell {where}: {reason}", markup=False, highlight=False,
+                      soft_wrap=True)
     console.print(f"wrote {out}/ (results.csv"
                   + (", results.parquet" if (out / "results.parquet").exists() else "")
                   + (", report.html" if not args.no_report else "") + ")")
