@@ -230,6 +230,7 @@ def test_an_interrupted_sweep_leaves_no_half_cell_and_resumes(
     rc, err = _start_and_stop(out, sig)
     if sig == signal.SIGINT:
         assert rc == 130 and "interrupted" in err
+        assert f"run the same command with --out {out} to resume" in err
     else:
         assert rc == -signal.SIGKILL
     saved = [p for p in (out / "cells").iterdir() if not p.name.startswith(".")]

@@ -99,8 +99,15 @@ def run(args: argparse.Namespace) -> int:
                 started = True
             bar.update("cells", float(done))
 
-        outcome = run_sweep(spec, out, jobs=args.jobs, ray=args.ray, force=args.force,
-                            config=args.config, report=not args.no_report, on_cell=on_cell)
+        try:
+            outcome = run_sweep(spec, out, jobs=args.jobs, ray=args.ray, force=args.force,
+                                config=args.config, report=not args.no_report,
+                                on_cell=on_cell)
+        except KeyboardInterrupt:
+            saved = len(list((out / "cells").glob("*.json"))) if (out / "cells").is_dir() else 0
+            console.print(f"{saved} finished cells are saved in {out}/; run the same command "
+                          f"with --out {out} to resume", soft_wrap=True, highlight=False)
+            raise
     if len(outcome.frame):
         Console().print(terminal_table(outcome.frame, f"sweep {out}"))
     console.print(
