@@ -9,6 +9,7 @@ specified in docs/traces.md. Loading always yields a fully materialized
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -79,6 +80,68 @@ class Trace:
     def duration_s(self) -> float:
         last = float(self.arrival_s[-1])
         return last if self.span_s is None else max(last, self.span_s)
+
+    @classmethod
+    def from_segments(
+        cls,
+        segments: Sequence[Mapping[str, Any] | Sequence[float]],
+        *,
+        name: str = "trace",
+        seed: int = 0,
+        workload: str = "sharegpt",
+        description: str = "",
+    ) -> Trace:
+        """A generative trace built in memory, validated like a trace file.
+
+        Each segment is ``(rate_rps, duration_s[, burstiness])`` or a dict with the
+        file format's segment fields (``rate_rps``, ``duration_s``, ``burstiness``,
+        ``workload``, ``prompt_tokens``, ``output_tokens``, ``acceptance``).
+        """
+        segs = [dict(s) if isinstance(s, Mapping) else _segment_tuple(s, k)
+                for k, s in enumerate(segments)]
+        doc = {"name": name, "seed": seed, "workload": workload, "description": description,
+               "segments": segs}
+        return materialize(parse_trace_json(doc, f"trace {name!r}", name))
+
+    @classmethod
+    def from_requests(
+        cls,
+        requests: Any,
+        *,
+        name: str = "trace",
+        seed: int = 0,
+        workload: str = "sharegpt",
+        description: str = "",
+    ) -> Trace:
+        """An explicit trace built in memory from request dicts or a DataFrame whose
+        columns are the file format's request fields (``arrival_s``, ``prompt_tokens``,
+        ``output_tokens``, optional ``workload``, ``acceptance``, ``prompt``)."""
+        if hasattr(requests, "to_dict"):  # a pandas DataFrame
+            requests = requests.to_dict("records")
+        rows = [{k: _plain(v) for k, v in dict(r).items() if not _missing(v)} for r in requests]
+        doc = {"name": name, "seed": seed, "workload": workload, "description": description,
+               "requests": rows}
+        return materialize(parse_trace_json(doc, f"trace {name!r}", name))
+
+
+def _segment_tuple(seg: Sequence[float], k: int) -> dict[str, Any]:
+    if isinstance(seg, str) or len(seg) not in (2, 3):
+        raise NightjarInputError(
+            f"segment {k}: expected (rate_rps, duration_s[, burstiness]) or a dict, got {seg!r}"
+        )
+    out: dict[str, Any] = {"rate_rps": seg[0], "duration_s": seg[1]}
+    if len(seg) == 3:
+        out["burstiness"] = seg[2]
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars -> Python numbers, so the JSON validator accepts DataFrame rows."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _segment_arrivals(rng: np.random.Generator, seg: SegmentSpec, t0: float) -> np.ndarray:

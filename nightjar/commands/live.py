@@ -13,6 +13,7 @@ from typing import Any
 
 from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
+from nightjar.slo_args import add_slo_args, slo_from_args
 
 DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar")
 # Policies whose decisions vLLM cannot carry out, with the reason.
@@ -170,6 +171,9 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="run vLLM's OpenAI server with Nightjar instead of a trace",
     )
+    add_slo_args(p)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv",
+                   help="tables as CSV (default) or parquet (needs pyarrow)")
     p.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     p.add_argument("--port", type=int, default=8000, help="--serve: port to listen on")
     p.add_argument(
@@ -243,8 +247,11 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
+    from nightjar.output import require_format
     from nightjar.policy import expand_specs, spec_needs_draft
 
+    slo_from_args(args)  # a bad SLO or format fails before vLLM starts
+    require_format(args.format)
     check_vllm_version()
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     if args.gamma_max < 0 or spec_tokens < 0:
@@ -348,11 +355,13 @@ def _replay_all(
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
     result_set = ResultSet.build(
-        results, title=title, oracle_policy=None, gamma_max=args.gamma_max
+        results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
+        slo=slo_from_args(args),
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
     write_all(
-        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
+        fmt=args.format,
     )
     _write_step_tables(result_set, out)
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")

@@ -13,6 +13,7 @@ from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 from nightjar.policy import expand_specs, registered, within_gamma_max
 from nightjar.profile import DEFAULT_PROFILE
+from nightjar.slo_args import add_slo_args, slo_from_args
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.profile import Profile
@@ -74,14 +75,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--report-cdn", action="store_true",
                    help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_slo_args(p)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv",
+                   help="tables as CSV (default) or parquet (needs pyarrow)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from nightjar.outdir import default_out_dir, staged_out_dir
+    from nightjar.output import require_format
 
     # Every input is checked before the first simulation and before any folder is
     # made, so a typo in the last --policy costs nothing and leaves nothing behind.
+    slo = slo_from_args(args)
+    require_format(args.format)
     plan = _plan(args)
     out = args.out or default_out_dir(plan.trace.name)
     console = Console()
@@ -92,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         )
     with staged_out_dir(out, args.force) as tmp:
         if args.seeds == 1:
-            _one_seed(args, plan, tmp, console)
+            _one_seed(args, plan, tmp, console, slo)
         else:
-            _many_seeds(args, plan, tmp, console)
+            _many_seeds(args, plan, tmp, console, slo)
     console.print(f"wrote {out}/")
     return 0
 
@@ -161,7 +168,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
 
 
 def _simulate(
-    args: argparse.Namespace, plan: _Plan, trace: Trace, cfg: SimConfig, title: str
+    args: argparse.Namespace, plan: _Plan, trace: Trace, cfg: SimConfig, title: str, slo: Any
 ) -> Any:
     """Every run of one seed, as a :class:`nightjar.results.ResultSet`."""
     from nightjar.progress import LazyProgress
@@ -175,7 +182,7 @@ def _simulate(
             trace, plan.profile, plan.runs, cfg, progress=bar.update, on_unfit=plan.on_unfit,
             prior=args.prior,
         )
-    return ResultSet.build(results, title=title, gamma_max=args.gamma_max)
+    return ResultSet.build(results, title=title, gamma_max=args.gamma_max, slo=slo)
 
 
 def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
@@ -183,19 +190,24 @@ def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str)
     return f"{trace.name} on {profile.name} ({len(trace)} requests, {seeds}{prior})"
 
 
-def _one_seed(args: argparse.Namespace, plan: _Plan, out: Path, console: Console) -> None:
+def _one_seed(
+    args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
+) -> None:
     from nightjar.output import write_all
     from nightjar.table import summary_table
 
     title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
-    result_set = _simulate(args, plan, plan.trace, plan.cfg, title)
+    result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
     console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
     write_all(
-        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
+        fmt=args.format,
     )
 
 
-def _many_seeds(args: argparse.Namespace, plan: _Plan, out: Path, console: Console) -> None:
+def _many_seeds(
+    args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
+) -> None:
     """Seed i re-draws a generative trace's arrivals (its file seed + i - SEED), the
     per-request acceptance rates and the sampled accepts; each seed's runs go to
     ``seed-<i>/`` (the HTML report for the first seed only), the per-seed rows and
@@ -212,11 +224,12 @@ def _many_seeds(args: argparse.Namespace, plan: _Plan, out: Path, console: Conso
         trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed)
         cfg_s = dataclasses.replace(plan.cfg, seed=seed)
         title = _title(args, trace_s, plan.profile, f"seed {seed}")
-        result_set = _simulate(args, plan, trace_s, cfg_s, title)
+        result_set = _simulate(args, plan, trace_s, cfg_s, title, slo)
         rows += seed_rows(seed, result_set.summaries, result_set.regrets)
         write_all(
             result_set, out / f"seed-{seed}", force=True,
             report=not args.no_report and seed == args.seed, report_cdn=args.report_cdn,
+            fmt=args.format,
         )
     agg = aggregate(rows)
     write_seed_files(rows, agg, out)
