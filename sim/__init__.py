@@ -16,13 +16,20 @@ records); deterministic for ``SimConfig.seed``.
 """
 
 from nightjar.sim.config import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig
-from nightjar.sim.runner import request_acceptance, simulate, simulate_many
+from nightjar.sim.engine import SimulationStalled
+from nightjar.sim.fit import OnUnfit, check_fit, fit_or_refuse
+from nightjar.sim.runner import check_policies, request_acceptance, simulate, simulate_many
 
 __all__ = [
     "AcceptanceModel",
     "DraftKVMode",
+    "OnUnfit",
     "ReloadMode",
     "SimConfig",
+    "SimulationStalled",
+    "check_fit",
+    "check_policies",
+    "fit_or_refuse",
     "request_acceptance",
     "simulate",
     "simulate_many",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,36 +34,42 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.output import prepare_out_dir
+    from nightjar.outdir import staged_out_dir
     from nightjar.profile import load_profile
     from nightjar.sim import DraftKVMode, SimConfig, simulate
+    from nightjar.trace_schema import MAX_SEED
     from nightjar.validate import compare_summaries, load_run, step_model_error, trace_of
 
+    if args.gamma_max < 1:
+        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise NightjarInputError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
     live = load_run(args.live_run)
     if live.engine != "live":
         Console(stderr=True).print(f"note: {args.live_run} was written by the {live.engine} engine")
     profile = load_profile(args.profile)
-    if args.out is not None:
-        prepare_out_dir(args.out, args.force)
-    if args.gamma_max < 1:
-        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
-    steps = step_model_error(live, profile)
-    sim = simulate(trace_of(live), profile, live.policy,
-                   SimConfig(seed=args.seed, gamma_max=args.gamma_max,
-                             draft_kv_mode=DraftKVMode(args.draft_kv)))
-    summary = compare_summaries(live, sim)
+    staged = staged_out_dir(args.out, args.force) if args.out is not None else nullcontext(None)
+    with staged as tmp:
+        steps = step_model_error(live, profile)
+        sim = simulate(trace_of(live), profile, live.policy,
+                       SimConfig(seed=args.seed, gamma_max=args.gamma_max,
+                                 draft_kv_mode=DraftKVMode(args.draft_kv)))
+        summary = compare_summaries(live, sim)
 
-    console = Console()
-    console.print(
-        f"step-time model on {steps.steps} pure decode steps: median |error| "
-        f"{steps.median_abs_pct:.1f}%, mean error {steps.mean_pct:+.1f}% "
-        "(> 0: the profile predicts slower than measured)"
-    )
-    console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
-    console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))
+        console = Console()
+        console.print(
+            f"step-time model on {steps.steps} pure decode steps: median |error| "
+            f"{steps.median_abs_pct:.1f}%, mean error {steps.mean_pct:+.1f}% "
+            "(> 0: the profile predicts slower than measured)"
+            + (f"; {steps.clamped} steps outside the table, priced at its edge"
+               if steps.clamped else "")
+        )
+        console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
+        console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))
+        if tmp is not None:
+            steps.by_bucket.to_csv(tmp / "step_model.csv", index=False)
+            summary.to_csv(tmp / "summary_comparison.csv", index=False)
     if args.out is not None:
-        steps.by_bucket.to_csv(args.out / "step_model.csv", index=False)
-        summary.to_csv(args.out / "summary_comparison.csv", index=False)
         console.print(f"wrote {args.out}/")
     return 0
 
