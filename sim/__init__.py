@@ -15,13 +15,20 @@ Each returns :class:`nightjar.records.RunResult` (per-request and per-step
 records); deterministic for ``SimConfig.seed``.
 """
 
-from nightjar.sim.config import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig
+from nightjar.sim.config import (
+    AcceptanceModel,
+    DraftKVMode,
+    ReloadMode,
+    SchedulerMode,
+    SimConfig,
+)
 from nightjar.sim.runner import request_acceptance, simulate, simulate_many
 
 __all__ = [
     "AcceptanceModel",
     "DraftKVMode",
     "ReloadMode",
+    "SchedulerMode",
     "SimConfig",
     "request_acceptance",
     "simulate",

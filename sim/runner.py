@@ -9,13 +9,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
+from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.policy import PolicyEnv, make_policy
 from nightjar.profile import Profile
 from nightjar.records import RunResult
-from nightjar.sim.config import SimConfig
+from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
 from nightjar.trace import Trace
+from nightjar.types import LatencyModel
 from nightjar.workloads import get_workload
 
 Progress = Callable[[float], None]
@@ -72,8 +74,13 @@ def simulate(
         alpha = request_acceptance(trace, profile, cfg.seed)
     env = simpy.Environment()
     ledger = Ledger(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, alpha)
+    # In sync mode the engine charges a draft forward on every gamma 0 step
+    # (Engine._latency); the policy's prior must price the same step.
+    latency: LatencyModel = (
+        SyncedDraftLatency(profile) if cfg.draft_kv_mode is DraftKVMode.SYNC else profile
+    )
     env_info = PolicyEnv(
-        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=profile,
+        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=latency,
         acceptance_prior=acceptance_prior(trace, profile),
     )
     pol = make_policy(policy, env_info)
