@@ -39,6 +39,14 @@ def add_parser(sub: Any) -> None:
                    help="move the draft to host memory under KV pressure")
     p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
                    help="how a reload takes back its KV blocks")
+    p.add_argument("--engine", choices=["v1", "v0"], default="v1",
+                   help="scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under "
+                   "the token budget (decodes first); v0 = prefill-only steps, as the paper's "
+                   "engine (docs/simulator.md)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192,
+                   help="tokens one step may schedule, decodes and prompt chunks together")
+    p.add_argument("--max-num-seqs", type=int, default=256,
+                   help="running requests at most (capped at the profile's largest batch)")
     p.add_argument("--no-oracle", action="store_true", help="skip the oracle run used for regret")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
@@ -54,12 +62,21 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.profile import DEFAULT_PROFILE, load_profile
     from nightjar.progress import LazyProgress
     from nightjar.results import ResultSet
-    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
+    from nightjar.sim import (
+        AcceptanceModel,
+        DraftKVMode,
+        ReloadMode,
+        SchedulerMode,
+        SimConfig,
+        simulate_many,
+    )
     from nightjar.table import summary_table
     from nightjar.trace import load_trace
 
     if args.gamma_max < 1:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
+    if args.max_num_batched_tokens < 1 or args.max_num_seqs < 1:
+        raise NightjarInputError("--max-num-batched-tokens and --max-num-seqs must be >= 1")
     trace = load_trace(args.trace)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
     if args.gamma_max > profile.gamma_max:
@@ -74,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(
         seed=args.seed, gamma_max=args.gamma_max, draft_kv_mode=DraftKVMode(args.draft_kv),
         acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
-        reload_mode=ReloadMode(args.reload),
+        reload_mode=ReloadMode(args.reload), engine=SchedulerMode(args.engine),
+        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
     )
     # Fail on an unwritable folder before spending time simulating.
     from nightjar.output import prepare_out_dir
