@@ -66,18 +66,19 @@ class ProfilePlan:
     draft: str
     target_name: str  # names stored in the profile
     draft_name: str
-    # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns to long
-    # documents: a live run outside the grid is priced at its edge.
+    # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
+    # 512 (every decode point prefills B prompts of its context first, so 1024 at
+    # B = 64 alone would add minutes): a lookup outside is priced at the edge.
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     gammas: tuple[int, ...] = (0, 1, 2, 3)
-    contexts: tuple[int, ...] = (32, 1024)
+    contexts: tuple[int, ...] = (32, 512)
     # The simulator prices prefill steps up to its token budget (8192) and a reload's
     # draft rebuild at 4096 tokens
     # (and a draft catch-up can be a single token), so the defaults run from 1 to 8192.
     prefill_lengths: tuple[int, ...] = (1, 16, 64, 256, 1024, 4096, 8192)
     output_tokens: int = 32
     repeats: int = 2
-    kv_cache_bytes: int = 2 << 30  # batch 64 at context 1024, target and draft
+    kv_cache_bytes: int = 1 << 30
     vocab: int = 32000
     seed: int = 0
     prompts: tuple[str, ...] = ()  # texts for acceptance; empty: the timing prompts

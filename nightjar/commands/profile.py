@@ -58,9 +58,9 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--batch-sizes", default="1,2,4,8,16,32,64",
                    help="decode batch sizes (default up to `nightjar live`'s max_num_seqs)")
     m.add_argument("--gammas", default="0,1,2,3", help="speculation lengths, 0..G")
-    m.add_argument("--contexts", default="32,1024",
-                   help="mean decode context lengths (default: short chat turns to long "
-                   "documents; lookups outside are priced at the edge)")
+    m.add_argument("--contexts", default="32,512",
+                   help="mean decode context lengths (default: short chat turns to 512; "
+                   "lookups outside are priced at the edge)")
     m.add_argument(
         "--prefill-lengths",
         default="1,16,64,256,1024,4096,8192",
@@ -71,7 +71,7 @@ def add_parser(sub: Any) -> None:
         "--output-tokens", type=int, default=32, help="tokens decoded per measured request"
     )
     m.add_argument("--repeats", type=int, default=2, help="times each batch is measured")
-    m.add_argument("--kv-cache-gb", type=float, default=2.0, help="KV pool size (GiB)")
+    m.add_argument("--kv-cache-gb", type=float, default=1.0, help="KV pool size (GiB)")
     m.add_argument("--prompts", default=None, help="text file, one prompt per line (acceptance)")
     m.add_argument(
         "--workload", default="synthetic", help="workload the measured acceptance is stored as"
