@@ -3,9 +3,11 @@
     .venv/bin/python benchmarks/policy_table.py [--seed 0] [--curve] [--set sharegpt|alpaca|all]
 
 For each bundled dynamic trace and each bundled profile it simulates every policy
-on the same arrivals and per-request acceptance rates, and prints a markdown table
+on the same arrivals and per-request acceptance rates (``nospec`` with no draft
+loaded, as a server that never speculates runs), and prints a markdown table
 (output throughput, mean E2E, regret against ``oracle`` in per-token latency,
-0 <-> >0 toggles per minute), then how ``nightjar`` and ``nightjar+`` compare with
+0 <-> >0 toggles per minute), then how ``nightjar``, ``nightjar-code`` and
+``nightjar+`` compare with
 the best ``fixed:G`` and with ``nospec``. ``--curve`` adds nightjar's and nightjar+'s
 regret over growing prefixes of each run (does it shrink as the trace gets longer?).
 The ShareGPT set overloads both profiles (the paper's setting); the Alpaca set peaks
@@ -31,8 +33,9 @@ PROFILES = ("a100-80gb/vicuna-13b+vicuna-68m", "rtx4090/deepseek-r1-distill-qwen
 FIXED = ("fixed:1", "fixed:2", "fixed:3", "fixed:4")
 SPECS = (
     "nospec", *FIXED, "schedule", "dsd", "banditspec", "banditspec-exp3", "sglang", "tetris",
-    "nightjar", "nightjar+", "oracle",
+    "nightjar", "nightjar-code", "nightjar+", "oracle",
 )
+OURS = ("nightjar", "nightjar-code", "nightjar+")
 
 
 def config(seed: int) -> SimConfig:
@@ -62,11 +65,11 @@ def table(trace: str, profile: str, seed: int, curve: bool) -> None:
             f"| {s.toggles_per_min:.1f} |"
         )
     best_fixed = max(FIXED, key=lambda f: sums[f].throughput_tok_s)
-    baselines = [s for s in SPECS if s not in ("nightjar", "nightjar+", "oracle")]
+    baselines = [s for s in SPECS if s not in (*OURS, "oracle")]
     best_thr = max(baselines, key=lambda f: sums[f].throughput_tok_s)
     best_e2e = min(baselines, key=lambda f: sums[f].e2e_s.mean)
     print()
-    for ours in ("nightjar", "nightjar+"):
+    for ours in OURS:
         s = sums[ours]
         print(
             f"- {ours}: throughput {_pct(s.throughput_tok_s, sums[best_fixed].throughput_tok_s)}"
@@ -76,7 +79,7 @@ def table(trace: str, profile: str, seed: int, curve: bool) -> None:
             f"{_pct(s.e2e_s.mean, sums[best_e2e].e2e_s.mean)} vs best baseline ({best_e2e})"
         )
     if curve:
-        for ours in ("nightjar", "nightjar+"):
+        for ours in OURS:
             frame = regret_curve(runs[ours], oracle, points=5)
             pairs = zip(frame.time_s, frame.regret_pct, strict=True)
             pts = ", ".join(f"{t:.0f}s: {r:+.1f}%" for t, r in pairs)

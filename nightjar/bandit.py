@@ -76,7 +76,7 @@ class AcceptanceInverter:
 
 def parse_no_arg(name: str, arg: str | None) -> None:
     """Policies without parameters reject ``name:anything`` instead of ignoring it."""
-    if arg:
+    if arg is not None:
         raise NightjarInputError(f"policy {name!r} takes no argument, got {arg!r}")
 
 

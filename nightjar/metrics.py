@@ -9,7 +9,10 @@ Definitions (docs/outputs.md repeats them for users):
 - *TTFT* = first_token - arrival; *E2E* = finish - arrival; *TPOT* = (finish -
   first_token) / (output_tokens - 1), skipping 1-token outputs. Statistics are over
   finished requests only (an unfinished request has no E2E).
-- *goodput*: finished requests meeting both SLO limits, per second of duration.
+- *goodput*: finished requests meeting both SLO limits, per second of duration;
+  *SLO attainment*: those requests as a share of all requests of the run (an
+  unfinished request misses its SLO). The limits travel in the summary
+  (``slo_ttft_s``, ``slo_tpot_s``) so every table and report can print them.
 - *decode steps*: steps with ``batch_size >= 1``. Prefill-only steps carry no gamma
   decision, so gamma statistics ignore them (they would count as spurious switches).
 - *mean gamma* is step-weighted (every decode step counts once);
@@ -47,6 +50,15 @@ class Slo:
     ttft_s: float = 2.0
     tpot_s: float = 0.1
 
+    def __post_init__(self) -> None:
+        for name, value in (("TTFT", self.ttft_s), ("TPOT", self.tpot_s)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"the {name} SLO must be a finite number of seconds > 0")
+
+    def describe(self) -> str:
+        """``SLO: TTFT <= 2 s, TPOT <= 100 ms`` (how tables and reports print it)."""
+        return f"SLO: TTFT <= {self.ttft_s:g} s, TPOT <= {self.tpot_s * 1e3:g} ms"
+
 
 @dataclass(frozen=True, slots=True)
 class Stat:
@@ -80,6 +92,7 @@ class Summary:
     e2e_s: Stat
     slo: Slo
     goodput_req_s: float
+    slo_attainment: float  # share of all requests meeting the SLO, 0..1
     preemptions: int
     acceptance: float  # accepted / drafted over all steps; NaN if nothing was drafted
     mean_gamma: float
@@ -158,6 +171,7 @@ def summarize(result: RunResult, slo: Slo | None = None) -> Summary:
         e2e_s=Stat.of(finished["e2e_s"].to_numpy(dtype=float)),
         slo=slo,
         goodput_req_s=_per_s(int(good.sum()), duration),
+        slo_attainment=_ratio(float(good.sum()), float(len(req))),
         preemptions=int(req["preemptions"].sum()),
         acceptance=steps["acceptance"],
         mean_gamma=steps["mean_gamma"],

@@ -4,7 +4,8 @@ Layout (docs/outputs.md): ``<out>/.nightjar-run`` marker, ``<out>/summary.csv`` 
 row per policy), optionally ``<out>/report.html``, and per policy
 ``<out>/<slug>/{requests,steps}.csv`` and ``summary.json``. A folder holding the
 marker was written by nightjar and may be written again; any other non-empty folder
-is refused unless the caller forces it.
+is refused unless the caller forces it. Commands write through
+:func:`nightjar.outdir.staged_out_dir`, so a folder appears only once complete.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import pandas as pd
 
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import request_latencies
+from nightjar.outdir import MARKER, check_out_dir
 from nightjar.records import RunResult
 
 if TYPE_CHECKING:
     from nightjar.results import PolicyRun, ResultSet
 
-MARKER = ".nightjar-run"
 # Characters kept as they are in a slug; all portable in file names on every OS.
 _SAFE = re.compile(r"[A-Za-z0-9.+-]")
 
@@ -66,14 +67,7 @@ def prepare_out_dir(path: Path, force: bool = False) -> Path:
     earlier nightjar run: nothing the user has is overwritten without asking.
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise NightjarInputError(f"cannot write to {path}: it exists and is not a directory")
-    if path.is_dir() and not force and any(path.iterdir()):
-        what = "an earlier nightjar run" if (path / MARKER).exists() else "files"
-        raise NightjarInputError(
-            f"output directory {path} already holds {what}; "
-            "choose a new directory or pass --force to overwrite"
-        )
+    check_out_dir(path, force)
     with _writing(path):
         path.mkdir(parents=True, exist_ok=True)
         (path / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")
@@ -99,18 +93,46 @@ def summary_row(run: PolicyRun) -> dict[str, Any]:
     return row
 
 
-def write_run(run: PolicyRun, out_dir: Path) -> list[Path]:
-    """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run.
+def require_format(fmt: str) -> None:
+    """Fail before any work when ``fmt`` cannot be written here."""
+    if fmt not in ("csv", "parquet"):
+        raise NightjarInputError(f"unknown table format {fmt!r} (csv or parquet)")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise NightjarInputError(
+                "--format parquet needs pyarrow: pip install pyarrow (or 'nightjar[cluster]')"
+            ) from None
+
+
+def write_frame(frame: pd.DataFrame, stem: Path, fmt: str = "csv") -> Path:
+    """``<stem>.csv``, or ``<stem>.parquet`` with ``fmt="parquet"`` (needs pyarrow)."""
+    require_format(fmt)
+    if fmt == "parquet":
+        path = stem.with_suffix(".parquet")
+        frame.to_parquet(path, index=False)
+        return path
+    path = stem.with_suffix(".csv")
+    frame.to_csv(path, index=False)
+    return path
+
+
+def write_run(run: PolicyRun, out_dir: Path, fmt: str = "csv") -> list[Path]:
+    """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run
+    (``requests.parquet`` and ``steps.parquet`` with ``fmt="parquet"``).
 
     ``out_dir`` should come from :func:`prepare_out_dir`; the run's folder is its
     slug. Returns the written paths.
     """
     folder = Path(out_dir) / run.slug
-    paths = [folder / "requests.csv", folder / "steps.csv", folder / "summary.json"]
     with _writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
-        request_latencies(run.result.requests_frame()).to_csv(paths[0], index=False)
-        run.result.steps_frame().to_csv(paths[1], index=False)
+        paths = [
+            write_frame(request_latencies(run.result.requests_frame()), folder / "requests", fmt),
+            write_frame(run.result.steps_frame(), folder / "steps", fmt),
+            folder / "summary.json",
+        ]
         record = {k: _json_safe(v) for k, v in summary_row(run).items()}
         paths[2].write_text(json.dumps(record, indent=2) + "\n")
     return paths
@@ -131,14 +153,13 @@ def unique_slugs(results: Sequence[RunResult]) -> list[str]:
     return slugs
 
 
-def write_summary_csv(results: ResultSet, out_dir: Path) -> Path:
-    """Write ``summary.csv``: one row per run (with regret columns where it has one)."""
+def write_summary_csv(results: ResultSet, out_dir: Path, fmt: str = "csv") -> Path:
+    """Write ``summary.csv`` (or ``summary.parquet``): one row per run (with regret
+    columns where it has one)."""
     rows = [{"slug": run.slug, **summary_row(run)} for run in results.runs]
-    path = Path(out_dir) / "summary.csv"
-    with _writing(path):
+    with _writing(Path(out_dir) / "summary"):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_csv(path, index=False)
-    return path
+        return write_frame(pd.DataFrame(rows), Path(out_dir) / "summary", fmt)
 
 
 def write_all(
@@ -148,8 +169,11 @@ def write_all(
     force: bool = False,
     report: bool = False,
     report_cdn: bool = False,
+    fmt: str = "csv",
 ) -> list[Path]:
     """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
+
+    ``fmt="parquet"`` writes the tables as parquet instead of CSV (``--format``).
 
     With ``report``, also writes ``report.html`` (see :mod:`nightjar.report`), with
     plotly.js loaded from its CDN when ``report_cdn``. Nothing is recomputed: the
@@ -158,8 +182,8 @@ def write_all(
     prepare_out_dir(out_dir, force)
     paths: list[Path] = []
     for run in results.runs:
-        paths += write_run(run, out_dir)
-    paths.append(write_summary_csv(results, out_dir))
+        paths += write_run(run, out_dir, fmt)
+    paths.append(write_summary_csv(results, out_dir, fmt))
     if report:
         # Imported here: plotly is slow to import and only the report needs it.
         from nightjar.report import write_report

@@ -12,9 +12,12 @@ Interpolation rule (the simulator relies on it):
 * batch size is piecewise-linear between the table's batch sizes (precomputed at
   load time for every integer batch size, so a lookup is a list index);
 * context length is linear between the two neighbouring grid points;
-* prefill tokens are piecewise-linear between rows; 0 tokens cost 0;
-* nothing is extrapolated: a batch size, context or token count outside the grid
-  raises :class:`ProfileRangeError` naming the value and the grid's range.
+* prefill tokens are piecewise-linear between rows; 0 tokens cost 0, and below the
+  first row the cost is linear from (0, 0) to it;
+* nothing is extrapolated: a batch size or context outside the grid is priced at the
+  grid's edge (:meth:`Profile.clamp`, the one clamp every caller shares; engines
+  count such steps as ``context_clamped_steps``); a prefill beyond the last row
+  raises :class:`ProfileRangeError` (callers split it into chunks).
 
 A decode lookup costs about a microsecond (see docs/profiles.md for the number).
 """
@@ -32,6 +35,7 @@ from typing import Any
 
 from nightjar.errors import NightjarInputError
 from nightjar.profile_format import parse_profile_dict
+from nightjar.reading import loads_json, read_text
 
 FORMAT_VERSION = 1
 DEFAULT_PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"
@@ -63,8 +67,16 @@ class MemoryFacts:
     block_size: int
     host_link_bytes_per_s: float
     device_bandwidth_bytes_per_s: float
+    # Pinned pool sizes (vLLM's ``--num-gpu-blocks-override``), which replace the
+    # formula above, and a cap on prompt + output tokens (``--max-model-len``).
+    kv_blocks_with_draft: int | None = None
+    kv_blocks_without_draft: int | None = None
+    max_model_len: int | None = None
 
     def kv_blocks(self, draft_resident: bool) -> int:
+        pinned = self.kv_blocks_with_draft if draft_resident else self.kv_blocks_without_draft
+        if pinned is not None:
+            return pinned
         free = (
             self.device_bytes * self.gpu_memory_utilization
             - self.target_weight_bytes
@@ -131,6 +143,14 @@ class Profile:
         self.target: str = p.target
         self.draft: str = p.draft
         self.memory = MemoryFacts(**p.memory)
+        if self.memory.kv_blocks(True) < 1:
+            # An engine cannot start without a single KV block: refuse the profile here
+            # rather than fail inside a run.
+            raise NightjarInputError(
+                f"profile {source_name}: the memory facts leave no KV block with the draft "
+                f"resident ({self.memory.kv_blocks(False)} without it): the models do not "
+                "fit this device"
+            )
         self.batch_sizes: tuple[int, ...] = tuple(p.batch_sizes)
         self.gammas: tuple[int, ...] = tuple(p.gammas)
         self.context_lens: tuple[float, ...] = tuple(p.context_lens)
@@ -164,18 +184,35 @@ class Profile:
         copy: dict[str, Any] = json.loads(json.dumps(self._data))  # caller may edit it
         return copy
 
-    def _row(self, batch_size: int, context_len: float) -> tuple[int, float]:
-        if not self.min_batch_size <= batch_size <= self.max_batch_size:
-            raise ProfileRangeError(
-                f"profile {self.name}: batch size {batch_size} outside the table's "
-                f"range {self.min_batch_size}..{self.max_batch_size}"
-            )
-        if not self.min_context_len <= context_len <= self.max_context_len:
-            raise ProfileRangeError(
-                f"profile {self.name}: context length {context_len:g} outside the table's "
-                f"range {self.min_context_len:g}..{self.max_context_len:g}"
-            )
-        return _segment(self._ctx, context_len)
+    def clamp(self, batch_size: int, context_len: float) -> tuple[int, float]:
+        """The grid point a lookup is priced at: both axes clamped to the table's edges.
+
+        The one clamp every lookup (engine, policies, memory controller, validator)
+        goes through; a NaN context is priced at the smallest one.
+        """
+        b = min(max(batch_size, self.min_batch_size), self.max_batch_size)
+        c = context_len if context_len >= self.min_context_len else self.min_context_len
+        return b, min(c, self.max_context_len)
+
+    def off_grid(self, batch_size: int, context_len: float) -> bool:
+        """Whether a lookup at this point is priced at the table's edge by :meth:`clamp`."""
+        return self.clamp(batch_size, context_len) != (batch_size, context_len)
+
+    def _row(self, batch_size: int, context_len: float) -> tuple[int, int, float]:
+        # clamp() inlined: this runs several times per simulated step.
+        b, c = batch_size, context_len
+        if b > self.max_batch_size:
+            b = self.max_batch_size
+        elif b < self.min_batch_size:
+            if b < 1:  # not a point off the grid but no batch at all: a caller's bug
+                raise ProfileRangeError(f"profile {self.name}: batch size {b} is not >= 1")
+            b = self.min_batch_size
+        if not c >= self.min_context_len:  # also NaN
+            c = self.min_context_len
+        elif c > self.max_context_len:
+            c = self.max_context_len
+        i, w = _segment(self._ctx, c)
+        return b, i, w
 
     def _lookup(
         self, batch_size: int, gamma: int, context_len: float
@@ -185,9 +222,9 @@ class Profile:
             raise ProfileRangeError(
                 f"profile {self.name}: gamma {gamma} not in the table (0..{self.gamma_max})"
             )
-        i, w = self._row(batch_size, context_len)
-        row = per_b[batch_size]
-        assert row is not None  # _row checked the batch-size range
+        b, i, w = self._row(batch_size, context_len)
+        row = per_b[b]
+        assert row is not None  # _row clamped the batch size into the table
         return row, i, w
 
     def decode_timing(self, batch_size: int, gamma: int, context_len: float) -> DecodeTiming:
@@ -204,8 +241,8 @@ class Profile:
         return s[i] if w == 0.0 else s[i] + w * (s[i + 1] - s[i])
 
     def draft_forward_s(self, batch_size: int, context_len: float) -> float:
-        i, w = self._row(batch_size, context_len)
-        row = self._draft_fwd[batch_size]
+        b, i, w = self._row(batch_size, context_len)
+        row = self._draft_fwd[b]
         assert row is not None
         return row[i] if w == 0.0 else row[i] + w * (row[i + 1] - row[i])
 
@@ -213,6 +250,8 @@ class Profile:
         if num_tokens == 0:
             return 0.0
         lo, hi = self._pf_tokens[0], self._pf_tokens[-1]
+        if 0 < num_tokens < lo:
+            return times[0] * num_tokens / lo
         if not lo <= num_tokens <= hi:
             raise ProfileRangeError(
                 f"profile {self.name}: prefill of {num_tokens} tokens outside the table's "
@@ -250,10 +289,7 @@ def bundled_profiles() -> list[str]:
 
 
 def _parse_text(text: str, source_name: str) -> Profile:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NightjarInputError(f"profile {source_name}: invalid JSON ({exc})") from None
+    data = loads_json(text, f"profile {source_name}")
     if not isinstance(data, dict):
         raise NightjarInputError(f"profile {source_name}: top level must be a JSON object")
     return Profile.from_json(data, source_name)
@@ -274,13 +310,7 @@ def load_profile(name_or_path: str) -> Profile:
         return _load_bundled(name_or_path)
     path = Path(name_or_path)
     if path.suffix == ".json" or path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise NightjarInputError(
-                f"profile {name_or_path}: cannot read ({exc.strerror or exc})"
-            ) from None
-        return _parse_text(text, str(path))
+        return _parse_text(read_text(path, f"profile {name_or_path}"), str(path))
     known = ", ".join(bundled_profiles()) or "none"
     raise NightjarInputError(
         f"unknown profile {name_or_path!r}: not a file and not bundled (bundled: {known})"

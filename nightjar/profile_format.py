@@ -6,8 +6,10 @@ The result is plain typed data; nightjar.profile builds the lookup tables from i
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +25,20 @@ MEMORY_INT_FIELDS = (
     "draft_kv_bytes_per_token",
     "block_size",
 )
+MEMORY_OPTIONAL_INT_FIELDS = ("kv_blocks_with_draft", "kv_blocks_without_draft", "max_model_len")
 MEMORY_FLOAT_FIELDS = (
     "gpu_memory_utilization",
     "host_link_bytes_per_s",
     "device_bandwidth_bytes_per_s",
 )
+# Every key the format knows; anything else is a typo and is refused, as in traces.
+# ``notes``, ``hardware``, ``roofline`` and ``measured`` hold free-form metadata.
+TOP_KEYS = frozenset({
+    "format_version", "name", "source", "command", "notes", "gpu", "target", "draft",
+    "hardware", "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
+    "acceptance",
+})
+ACCEPTANCE_KEYS = frozenset({"mean", "concentration"})
 DECODE_COLUMNS = ("batch_size", "gamma", "context_len", "step_ms", "draft_ms", "verify_ms")
 DRAFT_FORWARD_COLUMNS = ("batch_size", "context_len", "ms")
 PREFILL_COLUMNS = ("tokens", "target_ms", "draft_ms")
@@ -54,12 +65,30 @@ class ParsedProfile:
     acceptance: dict[str, tuple[float, float]]
 
 
+# Larger values are typos (and would overflow int64 arithmetic downstream).
+MAX_NUMBER = 2**62
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 class _Reader:
     def __init__(self, src: str) -> None:
         self.src = src
 
     def fail(self, field: str, problem: str) -> NightjarInputError:
         return NightjarInputError(f"profile {self.src}: field {field!r} {problem}")
+
+    def known(self, d: dict[str, Any], allowed: Iterable[str], where: str = "") -> None:
+        """Refuse a key the format does not know, suggesting the nearest one."""
+        names = sorted(allowed)
+        for key in d:
+            if key not in names:
+                near = difflib.get_close_matches(str(key), names, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise self.fail(f"{where}{key}", f"is not a profile field{hint}")
 
     def get(self, d: dict[str, Any], key: str, where: str = "") -> Any:
         field = f"{where}{key}"
@@ -75,9 +104,9 @@ class _Reader:
 
     def number(self, v: Any, field: str, *, integer: bool = False, positive: bool = False) -> Any:
         ok = isinstance(v, int) if integer else isinstance(v, int | float)
-        if isinstance(v, bool) or not ok or not math.isfinite(v):
+        if isinstance(v, bool) or not ok or not math.isfinite(v) or abs(v) > MAX_NUMBER:
             kind = "an integer" if integer else "a finite number"
-            raise self.fail(field, f"must be {kind}, got {v!r}")
+            raise self.fail(field, f"must be {kind} below 2**62, got {_short(v)}")
         if v < 0 or (positive and v == 0):
             raise self.fail(field, f"must be {'> 0' if positive else '>= 0'}, got {v!r}")
         return v
@@ -99,6 +128,7 @@ def _memory(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
     mem = r.get(data, "memory")
     if not isinstance(mem, dict):
         raise r.fail("memory", "must be an object")
+    r.known(mem, MEMORY_INT_FIELDS + MEMORY_FLOAT_FIELDS + MEMORY_OPTIONAL_INT_FIELDS, "memory.")
     out: dict[str, Any] = {}
     for key in MEMORY_INT_FIELDS:
         positive = key in ("device_bytes", "block_size", "target_kv_bytes_per_token")
@@ -109,6 +139,10 @@ def _memory(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
         out[key] = float(r.number(r.get(mem, key, "memory."), f"memory.{key}", positive=True))
     if out["gpu_memory_utilization"] > 1.0:
         raise r.fail("memory.gpu_memory_utilization", "must be in (0, 1]")
+    # Optional pins of a deployment (vLLM's --num-gpu-blocks-override, --max-model-len).
+    for key in MEMORY_OPTIONAL_INT_FIELDS:
+        if key in mem:
+            out[key] = r.number(mem[key], f"memory.{key}", integer=True, positive=True)
     return out
 
 
@@ -137,6 +171,7 @@ def _acceptance(r: _Reader, data: dict[str, Any]) -> dict[str, tuple[float, floa
         where = f"acceptance.{workload}."
         if not isinstance(entry, dict):
             raise r.fail(f"acceptance.{workload}", "must be {mean, concentration}")
+        r.known(entry, ACCEPTANCE_KEYS, where)
         mean = float(r.number(r.get(entry, "mean", where), where + "mean", positive=True))
         if mean >= 1.0:
             raise r.fail(where + "mean", f"must be in (0, 1), got {mean}")
@@ -149,6 +184,7 @@ def _acceptance(r: _Reader, data: dict[str, Any]) -> dict[str, tuple[float, floa
 
 def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> ParsedProfile:
     r = _Reader(src)
+    r.known(data, TOP_KEYS)
     version = r.get(data, "format_version")
     if version != format_version:
         raise r.fail("format_version", f"is {version!r}; this nightjar reads {format_version}")

@@ -33,7 +33,7 @@ bandwidth plus overheads), both in the range vLLM reports for 13B models.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from nightjar.hardware import GPU, ModelArch, get_gpu, get_model
@@ -144,6 +144,32 @@ def _ms(x: float) -> float:
     return round(x * 1e3, 5)
 
 
+# ``--enforce-eager``: without CUDA graphs every kernel is launched from the host.
+# A decoder layer runs ~10 kernels at ~3-4 us of launch each, and the forward's
+# input preparation is no longer captured: assumed, not measured.
+EAGER_LAYER_OVERHEAD_S = 30e-6
+EAGER_FORWARD_OVERHEAD_S = 400e-6
+
+
+def eager_params(p: RooflineParams) -> RooflineParams:
+    return replace(
+        p, layer_overhead_s=EAGER_LAYER_OVERHEAD_S, forward_overhead_s=EAGER_FORWARD_OVERHEAD_S
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """vLLM settings that pin memory, and the suffix that names the result.
+
+    ``variant`` names the profile ``<gpu>-<variant>/<target>+<draft>``.
+    """
+
+    variant: str | None = None
+    kv_blocks_with_draft: int | None = None
+    kv_blocks_without_draft: int | None = None
+    max_model_len: int | None = None
+
+
 def build_profile(
     gpu_name: str,
     target_name: str,
@@ -151,9 +177,12 @@ def build_profile(
     command: str,
     params: RooflineParams | None = None,
     activation_reserve_bytes: int | None = None,
+    deployment: Deployment | None = None,
 ) -> dict[str, Any]:
     """The profile JSON (format_version 1) the roofline predicts for this pair."""
     p = params or RooflineParams()
+    dep = deployment or Deployment()
+    contexts = [c for c in CONTEXT_GRID if dep.max_model_len is None or c <= dep.max_model_len]
     gpu, t, d = get_gpu(gpu_name), get_model(target_name), get_model(draft_name)
     reserve = (
         estimate_activation_reserve(t, p)
@@ -163,22 +192,38 @@ def build_profile(
     decode = []
     for b in BATCH_GRID:
         for g in GAMMA_GRID:
-            for c in CONTEXT_GRID:
+            for c in contexts:
                 ds, vs = draft_s(gpu, d, p, b, g, c), verify_s(gpu, t, p, b, g, c)
                 step = ds + vs + p.step_overhead_s + (p.spec_overhead_s if g else 0.0)
                 decode.append([b, g, c, _ms(step), _ms(ds), _ms(vs)])
     fwd = [
         [b, c, _ms(forward_s(gpu, d, p, tokens=b, seqs=b, context=c))]
         for b in BATCH_GRID
-        for c in CONTEXT_GRID
+        for c in contexts
     ]
     prefill = [
         [n, _ms(prefill_s(gpu, t, p, n)), _ms(prefill_s(gpu, d, p, n))] for n in PREFILL_GRID
     ]
     priors = ACCEPTANCE_PRIORS.get((t.name, d.name), {})
+    memory: dict[str, Any] = {
+        "device_bytes": gpu.memory_bytes,
+        "gpu_memory_utilization": p.gpu_memory_utilization,
+        "target_weight_bytes": t.weight_bytes,
+        "draft_weight_bytes": d.weight_bytes,
+        "activation_reserve_bytes": reserve,
+        "target_kv_bytes_per_token": t.kv_bytes_per_token,
+        "draft_kv_bytes_per_token": d.kv_bytes_per_token,
+        "block_size": p.block_size,
+        "host_link_bytes_per_s": gpu.host_link_bytes_per_s,
+        "device_bandwidth_bytes_per_s": gpu.mem_bandwidth_bytes_per_s,
+    }
+    for key in ("kv_blocks_with_draft", "kv_blocks_without_draft", "max_model_len"):
+        if getattr(dep, key) is not None:
+            memory[key] = getattr(dep, key)
+    gpu_label = f"{gpu.name}-{dep.variant}" if dep.variant else gpu.name
     return {
         "format_version": 1,
-        "name": f"{gpu.name}/{t.name}+{d.name}",
+        "name": f"{gpu_label}/{t.name}+{d.name}",
         "source": "roofline",
         "command": command,
         "notes": "Roofline model (nightjar.roofline), not a measurement. Acceptance values "
@@ -193,18 +238,7 @@ def build_profile(
             "draft_hf_id": d.hf_id,
         },
         "roofline": asdict(p),
-        "memory": {
-            "device_bytes": gpu.memory_bytes,
-            "gpu_memory_utilization": p.gpu_memory_utilization,
-            "target_weight_bytes": t.weight_bytes,
-            "draft_weight_bytes": d.weight_bytes,
-            "activation_reserve_bytes": reserve,
-            "target_kv_bytes_per_token": t.kv_bytes_per_token,
-            "draft_kv_bytes_per_token": d.kv_bytes_per_token,
-            "block_size": p.block_size,
-            "host_link_bytes_per_s": gpu.host_link_bytes_per_s,
-            "device_bandwidth_bytes_per_s": gpu.mem_bandwidth_bytes_per_s,
-        },
+        "memory": memory,
         "decode": decode,
         "draft_forward": fwd,
         "prefill": prefill,

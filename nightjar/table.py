@@ -76,11 +76,17 @@ def _build(
 ) -> T:
     show_done = any(s.requests_finished < s.requests_total for s in summaries)
     show_offloads = any("offloads" in s.extra for s in summaries)
-    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    # The SLO thresholds sit under the table: goodput and SLO % mean nothing without them.
+    slos = sorted({s.slo.describe() for s in summaries})
+    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                caption="; ".join(slos) or None)
     table.add_column("policy", overflow="fold", min_width=8, max_width=30)
     stat = "mean/p99" if wide else "mean"
     headers = ["tok/s", f"TTFT s\n{stat}", f"TPOT ms\n{stat}", f"E2E s\n{stat}"]
-    headers += ["done"] * show_done + ["pre-\nempts", "sw/\nmin", "spec\n%"]
+    # Goodput (req/s) and SLO attainment share a column; narrow consoles keep only
+    # the attainment.
+    headers += ["done"] * show_done + ["good/s\n/SLO %" if wide else "SLO\n%"]
+    headers += ["pre-\nempts", "sw/\nmin", "spec\n%"]
     headers += ["regret\n%"] * (regrets is not None) + ["off-\nloads"] * show_offloads
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
@@ -99,6 +105,11 @@ def _build(
             tput = f"[bold green]{tput}[/]"
         row = [s.policy, tput, lat(s.ttft_s), lat(s.tpot_s, 1e3), lat(s.e2e_s)]
         row += [f"{s.requests_finished}/{s.requests_total}"] * show_done
+        slo_pct = fmt_num(s.slo_attainment, 100.0)
+        if wide:  # whole percents keep the pair narrow enough for 120 columns
+            pct = f"{s.slo_attainment * 100:.0f}" if math.isfinite(s.slo_attainment) else "-"
+            slo_pct = f"{fmt_num(s.goodput_req_s)}/{pct}"
+        row.append(slo_pct)
         row += [
             str(s.preemptions),
             fmt_num(s.switches_per_min),

@@ -8,8 +8,8 @@ specified in docs/traces.md. Loading always yields a fully materialized
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,8 +18,15 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.trace_schema import FORMAT_VERSION, SegmentSpec, TraceSpec, parse_trace_json
-from nightjar.workloads import get_workload
+from nightjar.reading import loads_json
+from nightjar.trace_schema import (
+    FORMAT_VERSION,
+    SegmentSpec,
+    TraceSpec,
+    check_seed,
+    parse_trace_json,
+)
+from nightjar.workloads import MAX_TOKENS, get_workload
 
 Prompt = str | list[int] | None
 
@@ -29,7 +36,8 @@ class Trace:
     """A materialized trace: one entry per request in every array, in arrival order.
 
     Invariants (checked at construction): all arrays have the same length >= 1;
-    ``arrival_s`` is float64, >= 0 and non-decreasing; token counts are int64 >= 1;
+    ``arrival_s`` is float64, finite, >= 0 and non-decreasing; token counts are int64
+    in ``1..MAX_TOKENS``;
     ``acceptance`` is NaN (engine draws from the workload) or in [0, 1).
     """
 
@@ -53,10 +61,14 @@ class Trace:
             raise ValueError("trace arrays must be non-empty and of equal length")
         if self.prompts is not None and len(self.prompts) != n:
             raise ValueError("trace prompts must have one entry per request")
+        if not np.isfinite(self.arrival_s).all():
+            raise ValueError("trace arrivals must be finite")
         if self.arrival_s[0] < 0 or np.any(np.diff(self.arrival_s) < 0):
             raise ValueError("trace arrivals must be >= 0 and non-decreasing")
         if self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1:
             raise ValueError("trace token counts must be >= 1")
+        if self.prompt_tokens.max() > MAX_TOKENS or self.output_tokens.max() > MAX_TOKENS:
+            raise ValueError(f"trace token counts must be <= {MAX_TOKENS}")
         acc = self.acceptance[~np.isnan(self.acceptance)]
         if acc.size and (acc.min() < 0 or acc.max() >= 1):
             raise ValueError("trace acceptance must be NaN or in [0, 1)")
@@ -68,6 +80,68 @@ class Trace:
     def duration_s(self) -> float:
         last = float(self.arrival_s[-1])
         return last if self.span_s is None else max(last, self.span_s)
+
+    @classmethod
+    def from_segments(
+        cls,
+        segments: Sequence[Mapping[str, Any] | Sequence[float]],
+        *,
+        name: str = "trace",
+        seed: int = 0,
+        workload: str = "sharegpt",
+        description: str = "",
+    ) -> Trace:
+        """A generative trace built in memory, validated like a trace file.
+
+        Each segment is ``(rate_rps, duration_s[, burstiness])`` or a dict with the
+        file format's segment fields (``rate_rps``, ``duration_s``, ``burstiness``,
+        ``workload``, ``prompt_tokens``, ``output_tokens``, ``acceptance``).
+        """
+        segs = [dict(s) if isinstance(s, Mapping) else _segment_tuple(s, k)
+                for k, s in enumerate(segments)]
+        doc = {"name": name, "seed": seed, "workload": workload, "description": description,
+               "segments": segs}
+        return materialize(parse_trace_json(doc, f"trace {name!r}", name))
+
+    @classmethod
+    def from_requests(
+        cls,
+        requests: Any,
+        *,
+        name: str = "trace",
+        seed: int = 0,
+        workload: str = "sharegpt",
+        description: str = "",
+    ) -> Trace:
+        """An explicit trace built in memory from request dicts or a DataFrame whose
+        columns are the file format's request fields (``arrival_s``, ``prompt_tokens``,
+        ``output_tokens``, optional ``workload``, ``acceptance``, ``prompt``)."""
+        if hasattr(requests, "to_dict"):  # a pandas DataFrame
+            requests = requests.to_dict("records")
+        rows = [{k: _plain(v) for k, v in dict(r).items() if not _missing(v)} for r in requests]
+        doc = {"name": name, "seed": seed, "workload": workload, "description": description,
+               "requests": rows}
+        return materialize(parse_trace_json(doc, f"trace {name!r}", name))
+
+
+def _segment_tuple(seg: Sequence[float], k: int) -> dict[str, Any]:
+    if isinstance(seg, str) or len(seg) not in (2, 3):
+        raise NightjarInputError(
+            f"segment {k}: expected (rate_rps, duration_s[, burstiness]) or a dict, got {seg!r}"
+        )
+    out: dict[str, Any] = {"rate_rps": seg[0], "duration_s": seg[1]}
+    if len(seg) == 3:
+        out["burstiness"] = seg[2]
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars -> Python numbers, so the JSON validator accepts DataFrame rows."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _segment_arrivals(rng: np.random.Generator, seg: SegmentSpec, t0: float) -> np.ndarray:
@@ -92,7 +166,7 @@ def _segment_arrivals(rng: np.random.Generator, seg: SegmentSpec, t0: float) -> 
 
 def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
     """Turn a validated spec into a :class:`Trace` (generating arrivals if needed)."""
-    seed = spec.seed if seed is None else seed
+    seed = spec.seed if seed is None else check_seed(seed)
     if spec.requests is not None:
         r = spec.requests
         # Stable sort: requests with equal arrival keep their file order.
@@ -173,12 +247,7 @@ def load_trace(name_or_path: str, seed: int | None = None) -> Trace:
     overrides it; explicit traces take ``seed`` only as their recorded seed.
     """
     label, text = _read_source(name_or_path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NightjarInputError(
-            f"{label}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+    obj = loads_json(text, label)
     default_name = Path(label.split(" ")[0]).stem
     return materialize(parse_trace_json(obj, label, default_name), seed)
 
@@ -212,11 +281,21 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
     }
 
 
+# More windows than this is a typo in --window, and would allocate a count per window.
+MAX_WINDOWS = 1_000_000
+
+
 def arrival_rates(trace: Trace, window_s: float) -> np.ndarray:
     """Requests per second in consecutive windows of ``window_s`` over the trace span."""
-    if window_s <= 0:
-        raise NightjarInputError(f"window must be > 0 seconds (got {window_s})")
-    n_win = max(1, math.ceil(trace.duration_s / window_s))
+    if not (math.isfinite(window_s) and window_s > 0):  # also refuses NaN
+        raise NightjarInputError(f"window must be a finite number > 0 seconds (got {window_s})")
+    spans = trace.duration_s / window_s
+    if spans > MAX_WINDOWS:
+        raise NightjarInputError(
+            f"window {window_s:g} s cuts the {trace.duration_s:g} s trace into more than "
+            f"{MAX_WINDOWS} windows"
+        )
+    n_win = max(1, math.ceil(spans))
     counts = np.bincount(
         np.minimum((trace.arrival_s // window_s).astype(np.int64), n_win - 1), minlength=n_win
     )

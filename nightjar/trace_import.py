@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
+from nightjar.reading import check_regular, loads_json, read_text
 from nightjar.trace import Prompt, Trace
-from nightjar.workloads import get_workload
+from nightjar.trace_schema import MIN_BURSTINESS, check_seed
+from nightjar.workloads import MAX_TOKENS, get_workload
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _HUMAN = {"human", "user"}
@@ -46,7 +47,7 @@ def _timestamp(text: str, where: str) -> float:
     try:
         # Python 3.11 reads the 7-digit fractions Azure writes (18:15:46.6805900).
         return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         raise NightjarInputError(f"{where}: TIMESTAMP {text!r} is not a datetime") from None
 
 
@@ -54,9 +55,9 @@ def _count(text: str, col: str, where: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise NightjarInputError(f"{where}: {col} {text!r} is not an integer") from None
-    if v < 0:
-        raise NightjarInputError(f"{where}: {col} must be >= 0 (got {v})")
+        raise NightjarInputError(f"{where}: {col} {text[:40]!r} is not an integer") from None
+    if not 0 <= v <= MAX_TOKENS:
+        raise NightjarInputError(f"{where}: {col} must be in 0..{MAX_TOKENS} (got {text[:40]})")
     return v
 
 
@@ -81,7 +82,8 @@ def import_azure_csv(
     arrival: list[float] = []
     prompt: list[int] = []
     output: list[int] = []
-    skipped = 0
+    zero = non_finite = 0
+    check_regular(path, f"{path}")
     try:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
@@ -108,6 +110,9 @@ def import_azure_csv(
                 ts = _timestamp(row[i_ts], where)
                 ctx = _count(row[i_ctx], "ContextTokens", where)
                 gen = _count(row[i_gen], "GeneratedTokens", where)
+                if not math.isfinite(ts):  # NaN or Inf: no arrival time, counted
+                    non_finite += 1
+                    continue
                 base = ts if base is None else base
                 t = ts - base
                 if t < 0:
@@ -115,7 +120,7 @@ def import_azure_csv(
                 if not start_s <= t < end_s:
                     continue
                 if ctx == 0 or gen == 0:
-                    skipped += 1
+                    zero += 1
                     continue
                 arrival.append(t - start_s)
                 prompt.append(ctx)
@@ -124,10 +129,16 @@ def import_azure_csv(
                     break
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
-    reason = "zero ContextTokens or GeneratedTokens" if skipped else ""
+    reasons = [f"{n} {why}" for n, why in (
+        (zero, "with zero ContextTokens or GeneratedTokens"),
+        (non_finite, "with a NaN or infinite TIMESTAMP"),
+    ) if n]
+    if not arrival and reasons:
+        why = "; ".join(reasons)
+        raise NightjarInputError(f"{path}: no usable requests to import (skipped {why})")
     trace = _explicit(name or path.stem, arrival, prompt, output, workload, None, path,
                       f"Imported from Azure LLM inference trace {path.name}")
-    return trace, ImportReport(len(arrival), skipped, reason)
+    return trace, ImportReport(len(arrival), zero + non_finite, "; ".join(reasons))
 
 
 def _explicit(name: str, arrival: list[float], prompt: list[int], output: list[int],
@@ -201,17 +212,13 @@ def import_sharegpt(
     renewal process at ``rate_rps`` (``inf``: all at time 0, like vLLM's benchmark
     default), the first request at time 0."""
     get_workload(workload)
+    check_seed(seed)
     path = Path(path)
-    if not (rate_rps > 0) or (burstiness <= 0 or not math.isfinite(burstiness)):
-        raise NightjarInputError("--rate must be > 0 (or inf) and --burstiness > 0")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NightjarInputError(f"{path}: cannot read dataset ({exc})") from None
-    except json.JSONDecodeError as exc:
+    if not (rate_rps > 0) or not (MIN_BURSTINESS <= burstiness < math.inf):
         raise NightjarInputError(
-            f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}"
-        ) from None
+            f"--rate must be > 0 (or inf) and --burstiness a finite number >= {MIN_BURSTINESS}"
+        )
+    data = loads_json(read_text(path, f"{path}"), f"{path}")
     if not isinstance(data, list):
         raise NightjarInputError(f"{path}: expected a JSON list of conversations")
     texts: list[str] = []

@@ -13,13 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightjar.errors import NightjarInputError
-from nightjar.workloads import WORKLOADS, LengthDist
+from nightjar.workloads import MAX_TOKENS, WORKLOADS, LengthDist
 
 FORMAT_VERSION = 1
 DEFAULT_WORKLOAD = "sharegpt"
 # A guard against typos such as rate_rps 10000 for an hour: the expected request
 # count of a generative trace may not exceed this.
 MAX_EXPECTED_REQUESTS = 5_000_000
+# Seeds feed numpy's generators, which take non-negative integers; bounded so a
+# typo does not silently become a different stream.
+MAX_SEED = 2**63 - 1
+# Gamma shapes below this make inter-arrival gaps of 0 or inf in float64 and ask
+# numpy for astronomically many draws; CV 1/sqrt(1e-3) ~ 32 is burstier than any
+# measured trace.
+MIN_BURSTINESS = 1e-3
 
 _TOP_KEYS = {"format_version", "name", "description", "seed", "workload", "duration_s",
              "requests", "segments"}
@@ -63,6 +70,13 @@ class TraceSpec:
     segments: list[SegmentSpec] | None
 
 
+def check_seed(seed: int, what: str = "--seed") -> int:
+    """A seed numpy accepts, or one line naming ``what``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise NightjarInputError(f"{what} must be an integer in 0..{MAX_SEED}, got {seed!r}")
+    return seed
+
+
 def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
     for key in obj:
         if key not in allowed:
@@ -77,18 +91,25 @@ def _obj(v: Any, where: str) -> Mapping[str, Any]:
     return v
 
 
-def _int(v: Any, where: str, lo: int | None = None) -> int:
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(v: Any, where: str, lo: int | None = None, hi: int = MAX_TOKENS) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise NightjarInputError(f"{where} must be an integer (got {v!r})")
+        raise NightjarInputError(f"{where} must be an integer (got {_short(v)})")
     if lo is not None and v < lo:
-        raise NightjarInputError(f"{where} must be >= {lo} (got {v})")
+        raise NightjarInputError(f"{where} must be >= {lo} (got {_short(v)})")
+    if v > hi:
+        raise NightjarInputError(f"{where} must be <= {hi} (got {_short(v)})")
     return v
 
 
 def _num(v: Any, where: str, lo: float, lo_open: bool = False, hi_open: float | None = None
          ) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise NightjarInputError(f"{where} must be a finite number (got {v!r})")
+        raise NightjarInputError(f"{where} must be a finite number (got {_short(v)})")
     if v < lo or (lo_open and v == lo):
         raise NightjarInputError(f"{where} must be {'>' if lo_open else '>='} {lo} (got {v})")
     if hi_open is not None and v >= hi_open:
@@ -98,7 +119,7 @@ def _num(v: Any, where: str, lo: float, lo_open: bool = False, hi_open: float | 
 
 def _str(v: Any, where: str) -> str:
     if not isinstance(v, str):
-        raise NightjarInputError(f"{where} must be a string (got {v!r})")
+        raise NightjarInputError(f"{where} must be a string (got {_short(v)})")
     return v
 
 
@@ -165,7 +186,7 @@ def _parse_segment(obj: Any, where: str, default_wl: str) -> SegmentSpec:
     return SegmentSpec(
         duration_s=_num(s["duration_s"], f"{where}.duration_s", 0.0, lo_open=True),
         rate_rps=_num(s["rate_rps"], f"{where}.rate_rps", 0.0),
-        burstiness=_num(s.get("burstiness", 1.0), f"{where}.burstiness", 0.0, lo_open=True),
+        burstiness=_num(s.get("burstiness", 1.0), f"{where}.burstiness", MIN_BURSTINESS),
         workload=_workload(s.get("workload", default_wl), f"{where}.workload"),
         prompt_dist=_length(s["prompt_tokens"], f"{where}.prompt_tokens")
         if "prompt_tokens" in s else None,
@@ -195,7 +216,7 @@ def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:
     if not items:
         raise NightjarInputError(f"{source}: empty trace ('{key}' is an empty list)")
     default_wl = _workload(top.get("workload", DEFAULT_WORKLOAD), f"{source}: workload")
-    seed = _int(top.get("seed", 0), f"{source}: seed", 0)
+    seed = _int(top.get("seed", 0), f"{source}: seed", 0, MAX_SEED)
     name = _str(top.get("name", default_name), f"{source}: name")
     description = _str(top.get("description", ""), f"{source}: description")
     duration = top.get("duration_s")

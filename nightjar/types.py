@@ -38,6 +38,9 @@ class StepContext:
     # Per-request acceptance estimates the engine has measured so far (TETRIS-like
     # policies); ``None`` where the engine does not track them.
     acceptance_estimates: Sequence[float] | None = None
+    # Requests that arrived in the last ``nightjar.arrivals.ARRIVAL_WINDOW_S`` seconds
+    # over that window (req/s); ``None`` where the engine does not know.
+    arrival_rate_rps: float | None = None
     # The true per-request acceptance rates. Only the simulator knows them, and only
     # the ``oracle`` policy may read them.
     true_acceptance: Sequence[float] | None = None

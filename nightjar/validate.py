@@ -24,7 +24,7 @@ import pandas as pd
 
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import summarize
-from nightjar.profile import Profile, ProfileRangeError
+from nightjar.profile import Profile
 from nightjar.records import RequestRecord, RunResult, StepRecord
 from nightjar.trace import Trace
 
@@ -46,14 +46,16 @@ def load_run(folder: Path) -> RunResult:
             policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
             profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
             duration_s=float(meta["duration_s"]),
-            requests=_records(requests, RequestRecord), steps=_records(steps, StepRecord),
+            requests=_records(requests, RequestRecord, paths["requests.csv"]),
+            steps=_records(steps, StepRecord, paths["steps.csv"]),
         )
-    except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, ValueError, TypeError, OverflowError, RecursionError,
+            UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
     return result
 
 
-def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
+def _records(frame: pd.DataFrame, cls: Any, path: Path) -> list[Any]:
     names = [f.name for f in fields(cls) if f.name in frame.columns]
     required = {
         f.name for f in fields(cls)
@@ -62,7 +64,35 @@ def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
     absent = required - set(names)
     if absent:
         raise ValueError(f"missing column {sorted(absent)[0]}")
-    return [cls(**{str(k): v for k, v in row.items()}) for row in frame[names].to_dict("records")]
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    cols = {name: _column(frame[name], kinds[name], path, name) for name in names}
+    return [cls(**dict(zip(names, row, strict=True))) for row in zip(*cols.values(), strict=True)]
+
+
+def _column(col: pd.Series, kind: str, path: Path, name: str) -> list[Any]:
+    """A CSV column as the record field's type; a cell that is not one is an error."""
+    if kind == "str":
+        return [str(v) for v in col]
+    if kind == "bool":
+        text = col.astype(str).str.lower()
+        bad = ~text.isin(["true", "false", "1", "0"])
+        values: list[Any] = (text.isin(["true", "1"])).tolist()
+    else:
+        num = pd.to_numeric(col, errors="coerce")
+        bad = num.isna() & col.notna()  # text that is not a number
+        if kind == "int":
+            # Integers: no gaps, no fractions, within int64.
+            bad |= num.isna() | (num % 1 != 0) | (num.abs() > 2**62)
+            values = num.fillna(0).astype("int64").tolist() if not bad.any() else []
+        else:
+            values = num.astype(float).tolist()
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        raise NightjarInputError(
+            f"{path}: line {i + 2}: column {name} holds {str(col.iloc[i])[:40]!r}, "
+            f"not {'an integer' if kind == 'int' else 'a ' + kind}"
+        )
+    return values
 
 
 def trace_of(run: RunResult) -> Trace:
@@ -77,14 +107,17 @@ def trace_of(run: RunResult) -> Trace:
     mean_gamma = float(spec["drafted"].sum() / max(spec["batch_size"].sum(), 1))
     acceptance = alpha_from_ratio(ratio, max(mean_gamma, 1.0))
     n = len(req)
-    return Trace(
-        name=run.trace, seed=run.seed,
-        arrival_s=req["arrival_s"].to_numpy(dtype=float),
-        prompt_tokens=req["prompt_tokens"].to_numpy(dtype=np.int64),
-        output_tokens=req["output_tokens"].to_numpy(dtype=np.int64),
-        workload=np.array(["sharegpt"] * n, dtype=object),
-        acceptance=acceptance, prompts=None,
-    )
+    try:
+        return Trace(
+            name=run.trace, seed=run.seed,
+            arrival_s=req["arrival_s"].to_numpy(dtype=float),
+            prompt_tokens=req["prompt_tokens"].to_numpy(dtype=np.int64),
+            output_tokens=req["output_tokens"].to_numpy(dtype=np.int64),
+            workload=np.array(["sharegpt"] * n, dtype=object),
+            acceptance=acceptance, prompts=None,
+        )
+    except ValueError as exc:  # the run's requests break a trace invariant
+        raise NightjarInputError(f"run {run.policy!r}: its requests are no trace ({exc})") from None
 
 
 def alpha_from_ratio(ratio: np.ndarray, gamma: float) -> np.ndarray:
@@ -111,6 +144,7 @@ class StepModelError:
     median_abs_pct: float
     mean_pct: float  # signed: > 0 means the profile predicts slower than measured
     by_bucket: pd.DataFrame  # batch-size bucket x gamma -> measured, predicted, error
+    clamped: int = 0  # of the steps, those priced at the table's edge (Profile.clamp)
 
 
 def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
@@ -119,14 +153,15 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
     s = s[(s["batch_size"] > 0) & (s["prefill_tokens"] == 0) & (s["switch_cost_s"] == 0)]
     s = s[s["mean_context_len"].notna() & (s["gamma"] <= profile.gamma_max)]
     predicted = []
+    clamped = 0
     for b, g, c in zip(s["batch_size"], s["gamma"], s["mean_context_len"], strict=True):
-        try:
-            predicted.append(profile.step_time_s(int(b), int(g), float(c)))
-        except ProfileRangeError:
-            predicted.append(np.nan)
-    s = s.assign(predicted_s=predicted).dropna(subset=["predicted_s"])
+        # Off the grid is priced at its edge (Profile.clamp, as in the simulator) and
+        # counted, never dropped: short prompts under a 128..512 grid are common.
+        clamped += profile.off_grid(int(b), float(c))
+        predicted.append(profile.step_time_s(int(b), int(g), float(c)))
+    s = s.assign(predicted_s=predicted)
     if s.empty:
-        raise NightjarInputError(f"run {run.policy!r} has no pure decode steps inside the profile")
+        raise NightjarInputError(f"run {run.policy!r} has no pure decode steps to compare")
     err = 100.0 * (s["predicted_s"] / s["step_time_s"] - 1.0)
     bucket = pd.cut(s["batch_size"], [0, 1, 4, 16, 64, 256, 1 << 20],
                     labels=["1", "2-4", "5-16", "17-64", "65-256", "257+"])
@@ -138,7 +173,9 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
         .reset_index()
     )
     table[["measured_ms", "predicted_ms"]] *= 1e3
-    return StepModelError(len(s), float(err.abs().median()), float(err.mean()), table)
+    return StepModelError(
+        len(s), float(err.abs().median()), float(err.mean()), table, clamped=clamped
+    )
 
 
 def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:

@@ -38,6 +38,13 @@ def _clipped_lognormal_mean(mu: float, sigma: float, lo: float, hi: float) -> fl
     return below + inside + above
 
 
+# The most tokens one request may hold: far beyond any model, yet small enough that
+# sums over requests never overflow int64 (a larger count is a typo).
+MAX_TOKENS = 2**40
+# A wider lognormal is a typo: sigma 10 already spans e^20 between p2 and p98.
+MAX_SIGMA = 10.0
+
+
 @dataclass(frozen=True)
 class LengthDist:
     """A token-length distribution: ``lognormal`` (clipped), ``uniform`` or ``constant``.
@@ -108,16 +115,23 @@ class LengthDist:
         def num(key: str, default: float | None = None) -> float:
             v = obj.get(key, default)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise NightjarInputError(f"{where}.{key} must be a number (got {v!r})")
+                got = str(v)[:40]
+                raise NightjarInputError(f"{where}.{key} must be a finite number (got {got})")
             return float(v)
 
         try:
             if kind == "constant":
                 v = num("value")
+                if not 1 <= v <= MAX_TOKENS:
+                    raise NightjarInputError(f"{where}.value must be in 1..{MAX_TOKENS}")
                 return cls("constant", v, lo=max(1, round(v)), hi=max(1, round(v)))
             lo, hi = num("min", 1), num("max", 2048)
             if lo != int(lo) or hi != int(hi):
                 raise NightjarInputError(f"{where}: min and max must be integers")
+            if hi > MAX_TOKENS:
+                raise NightjarInputError(f"{where}.max must be <= {MAX_TOKENS} (got {hi:g})")
+            if kind == "lognormal" and not 0 < num("sigma") <= MAX_SIGMA:
+                raise NightjarInputError(f"{where}.sigma must be in (0, {MAX_SIGMA:g}]")
             if kind == "uniform":
                 return cls("uniform", (lo + hi) / 2, lo=int(lo), hi=int(hi))
             return cls("lognormal", num("mean"), sigma=num("sigma"), lo=int(lo), hi=int(hi))

@@ -10,7 +10,9 @@ live_venv=.venv-live
 
 python3 -m venv "$core_venv"
 "$core_venv/bin/pip" install -q --upgrade pip >/dev/null
-"$core_venv/bin/pip" install -q -e '.[dev]'
+# The cluster extra (ray, pyarrow) so that the Ray sweep test runs rather than skips.
+"$core_venv/bin/pip" install -q -e '.[dev,cluster]'
+export NIGHTJAR_TEST_RAY=1
 
 echo "== ruff"
 "$core_venv/bin/ruff" check .

@@ -22,14 +22,21 @@ from nightjar.sim.config import (
     SchedulerMode,
     SimConfig,
 )
-from nightjar.sim.runner import request_acceptance, simulate, simulate_many
+from nightjar.sim.engine import SimulationStalled
+from nightjar.sim.fit import OnUnfit, check_fit, fit_or_refuse
+from nightjar.sim.runner import check_policies, request_acceptance, simulate, simulate_many
 
 __all__ = [
     "AcceptanceModel",
     "DraftKVMode",
+    "OnUnfit",
     "ReloadMode",
     "SchedulerMode",
     "SimConfig",
+    "SimulationStalled",
+    "check_fit",
+    "check_policies",
+    "fit_or_refuse",
     "request_acceptance",
     "simulate",
     "simulate_many",

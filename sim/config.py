@@ -68,6 +68,9 @@ class SimConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     engine: SchedulerMode = SchedulerMode.V1
+    # vLLM's max_model_len: the most tokens (prompt + output) one request may hold;
+    # None means no limit beyond the KV cache (see nightjar.sim.fit).
+    max_model_len: int | None = None
     # What vLLM does: nightjar.draft_kv.DEFAULT_DRAFT_KV, the default in every engine.
     draft_kv_mode: DraftKVMode = DraftKVMode.SYNC
     acceptance_model: AcceptanceModel = AcceptanceModel.GEOMETRIC
@@ -79,7 +82,11 @@ class SimConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.seed < 2**63:  # numpy's generators take non-negative seeds
+            raise ValueError(f"seed must be in 0..2**63-1, got {self.seed}")
         if self.gamma_max < 0 or self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("gamma_max >= 0, max_num_seqs >= 1, max_num_batched_tokens >= 1")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError("max_model_len must be >= 1 (or None)")
         if not 0.0 < self.positional_decay <= 1.0:
             raise ValueError("positional_decay must be in (0, 1]")

@@ -15,23 +15,35 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from math import inf
 from typing import Any
 
 import numpy as np
 import simpy
 
+from nightjar.arrivals import ARRIVAL_WINDOW_S
 from nightjar.driver import StepDriver
-from nightjar.policy import Policy
+from nightjar.errors import NightjarInputError
+from nightjar.policy import Policy, spec_needs_draft
 from nightjar.prefill import chunked_prefill_s
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.batch import RunningBatch
 from nightjar.sim.config import DraftKVMode, SchedulerMode, SimConfig
-from nightjar.sim.draft import DraftMemory
+from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
+from nightjar.sim.no_draft import NoDraft
 from nightjar.types import Decision, StepContext, StepOutcome
+
+# An idle engine (requests waiting, none admissible, nothing running) looks again
+# after this much simulated time, like a server's scheduler loop polling.
+IDLE_POLL_S = 0.01
+
+
+class SimulationStalled(NightjarInputError):
+    """The engine cannot make progress: nothing runs and nothing can be admitted."""
 
 
 def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
@@ -76,8 +88,14 @@ class Engine:
         self.profile = profile
         self.cfg = config
         self.block_size = profile.memory.block_size
-        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=True))
-        self.draft = DraftMemory(env, self.pool, profile, config)
+        # A policy that never speculates is served with no draft loaded, as a real
+        # server would be: the whole pool for the target and nothing to offload.
+        with_draft = spec_needs_draft(getattr(policy, "name", ""))
+        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=with_draft))
+        self.draft: DraftMemory | NoDraft = (
+            DraftMemory(env, self.pool, profile, config) if with_draft
+            else NoDraft(lambda: float(env.now))
+        )
         # The per-step decide -> memory -> clamp -> observe sequence lives in the driver.
         self.driver = StepDriver(policy, self.draft.controller, profile)
         self.rng = np.random.default_rng([config.seed, 11])
@@ -87,15 +105,22 @@ class Engine:
         self.steps: list[StepRecord] = []
         self.on_step = on_step
         self.wants_requests = bool(getattr(policy, "uses_request_info", False))
-        # Contexts beyond the profile's table are priced at its last row and counted
-        # (``context_clamped_steps`` in the run's summary), never extrapolated.
+        # Batch sizes and contexts outside the profile's table are priced at its edge
+        # (Profile.clamp, shared with the policies and the memory controller) and
+        # counted (``context_clamped_steps`` in the run's summary), never extrapolated.
         self.context_clamped_steps = 0
         self._draft_prefilled = False  # the draft ran over this step's prompt chunks
+        # Idle longer than this with no transfer under way means no event can ever
+        # admit the head of the queue: the longest the memory controller may hold
+        # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
+        mem = config.memory
+        self.stall_limit_s = mem.max_dwell_s + mem.reload_hold_s + DRAIN_TIMEOUT_S + 1.0
 
     # -- the simpy process -------------------------------------------------------
     def run(self) -> Generator[simpy.Event, Any, None]:
         n = self.ledger.arrival_s.shape[0]
         arrivals = self.ledger.arrival_s
+        idle_since: float | None = None
         while self.ledger.finished < n:
             now = self.env.now
             while self.next_arrival < n and arrivals[self.next_arrival] <= now:
@@ -104,10 +129,39 @@ class Engine:
             if not len(self.batch) and not self.waiting:
                 yield self.env.timeout(float(arrivals[self.next_arrival]) - now)
                 continue
+            running = len(self.batch)
             step_time = self._step(now)
-            yield self.env.timeout(step_time)
-            if self.on_step is not None:
-                self.on_step(self.env.now)
+            last = self.steps[-1]
+            # A step that preempted its whole batch is followed at once by one that
+            # admits or finds the engine idle, so only a step that started idle waits.
+            if step_time > 0.0 or running or last.emitted or last.prefill_tokens:
+                idle_since = None
+                yield self.env.timeout(step_time)
+                if self.on_step is not None:
+                    self.on_step(self.env.now)
+                continue
+            # The watchdog: a step that took no time and moved no token. Nothing runs
+            # and the head of the queue cannot be admitted (a draft transfer or a
+            # drain holds the blocks it needs), so wait for the next event instead
+            # of spinning at the same instant.
+            idle_since = now if idle_since is None else idle_since
+            yield self.env.timeout(self._idle_wait(now, idle_since))
+
+    def _idle_wait(self, now: float, idle_since: float) -> float:
+        """Simulated seconds an idle engine waits: to the next arrival or transfer,
+        at most one poll (the memory controller's dwell is counted in time)."""
+        pending = self.env.peek()  # a draft transfer's completion, if one is under way
+        n = self.ledger.arrival_s.shape[0]
+        arrival = float(self.ledger.arrival_s[self.next_arrival]) if self.next_arrival < n else inf
+        if pending == inf and now - idle_since > self.stall_limit_s:
+            head = self.waiting[0] if self.waiting else -1
+            tokens = int(self.ledger.prompt[head] + self.ledger.generated[head]) if head >= 0 else 0
+            raise SimulationStalled(
+                f"simulation stalled at {now:.3f} s: request {head} ({tokens} tokens) waits "
+                f"for KV blocks the pool ({self.pool.free} free of {self.pool.total}) cannot "
+                f"give it, with nothing running for {now - idle_since:.1f} s"
+            )
+        return max(0.0, min(pending, arrival, now + IDLE_POLL_S) - now)
 
     # -- one step -----------------------------------------------------------------
     def _context(self, now: float, n: int) -> StepContext:
@@ -129,10 +183,18 @@ class Engine:
             draft_resident=self.draft.resident,
             gamma_max=self.cfg.gamma_max,
             mean_context_len=float(b.ctx[:n].mean()) if n else 0.0,
+            arrival_rate_rps=self._arrival_rate(now),
             request_ids=ids,
             acceptance_estimates=est,
             true_acceptance=true_acc,
         )
+
+    def _arrival_rate(self, now: float) -> float:
+        """Arrivals in the last window over the window (``nightjar.arrivals``)."""
+        since = int(np.searchsorted(
+            self.ledger.arrival_s[: self.next_arrival], now - ARRIVAL_WINDOW_S, side="right"
+        ))
+        return (self.next_arrival - since) / ARRIVAL_WINDOW_S
 
     def _step(self, now: float) -> float:
         plan = self._schedule(now)
@@ -154,7 +216,8 @@ class Engine:
         before = len(b)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
         gammas = self._gammas(step.decision, min(n, len(b)))
-        preempted = self._grow_kv(gammas) or len(b) < before
+        grown, cut = self._grow_kv(gammas)
+        preempted = grown or len(b) < before
         n = min(n, len(b))
         gammas = gammas[:n]
         if self.cfg.engine is SchedulerMode.V0:
@@ -167,7 +230,8 @@ class Engine:
             if not preempted and chunks.size == len(b) - n:
                 chunks = np.concatenate((chunks, self._admit(budget - int(chunks.sum()))))
         return _Plan(
-            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0, clamped=step.clamped,
+            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
+            clamped=step.clamped or cut,
             prefill_tokens=int(chunks.sum()), mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
             chunks=chunks, prefill_from=n,
         )
@@ -202,8 +266,7 @@ class Engine:
         self._draft_prefilled = False
         if n:
             ctx = plan.mean_ctx
-            if ctx > profile.max_context_len:
-                ctx = profile.max_context_len
+            if profile.off_grid(n, ctx):  # priced at the table's edge by Profile.clamp
                 self.context_clamped_steps += 1
             step_s += self._decode_time(n, plan.gammas, plan.g_max, ctx)
             if plan.g_max > 0:
@@ -317,11 +380,15 @@ class Engine:
         overhead = timing.step_s - timing.draft_s - timing.verify_s
         return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
 
-    def _grow_kv(self, gammas: np.ndarray) -> bool:
+    def _grow_kv(self, gammas: np.ndarray) -> tuple[bool, bool]:
         """Reserve blocks for ``ctx + gamma + 1`` tokens of each decoding request;
-        preempt the newest (prefilling requests first) if short."""
+        preempt the newest (prefilling requests first) if short.
+
+        Returns (preempted, lookahead cut): the cut overrides the policy's gamma, so
+        the step is reported ``clamped`` and learning policies skip it.
+        """
         b, pool = self.batch, self.pool
-        preempted = False
+        preempted = cut = False
         while len(b):
             n = min(gammas.size, len(b))
             need = _blocks_for(b.ctx[:n] + gammas[:n] + 1, self.block_size) - b.blocks[:n]
@@ -330,10 +397,17 @@ class Engine:
             if total <= pool.free:
                 pool.allocate(total)
                 b.blocks[:n] += need
-                return preempted
+                return preempted, cut
+            if len(b) == 1 and gammas.size and gammas[0] > 0:
+                # Only the lookahead does not fit: the oldest request speculates as far
+                # as the pool lets it instead of preempting itself forever.
+                room = (pool.free + int(b.blocks[0])) * self.block_size - int(b.ctx[0]) - 1
+                gammas[0] = max(0, min(int(gammas[0]), room))
+                cut = True
+                continue
             self._preempt_last()
             preempted = True
-        return preempted
+        return preempted, cut
 
     def _preempt_last(self) -> bool:
         """Preempt the newest running request by recompute; False if none runs."""

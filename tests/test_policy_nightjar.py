@@ -122,3 +122,18 @@ def test_deterministic_for_a_seed() -> None:
 def test_rejects_an_argument() -> None:
     with pytest.raises(NightjarInputError, match="takes no argument"):
         make_policy("nightjar:3", PolicyEnv())
+
+
+def test_exploration_with_a_zero_reference_loss_does_not_divide_by_zero() -> None:
+    # A mixed step whose prefill estimate overshoots can leave a learned loss at 0
+    # (found by the Table-6 runs of reports/paper); exploration then falls back to
+    # uniform instead of weighing toggles against a zero loss.
+    from nightjar.policies.nightjar_bandit import NightjarPolicy
+
+    pol = NightjarPolicy(gamma_max=3, seed=0)
+    pol._context(0)
+    pol._switch_cost = 0.01
+    pol._count[0] = [1, 1, 0, 0]
+    pol._loss[0] = [0.0, 0.002, 0.0, 0.0]
+    picks = {pol._pick(0, horizon=1, explore=True) for _ in range(200)}
+    assert picks == {0, 1, 2, 3}

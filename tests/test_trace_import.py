@@ -42,7 +42,7 @@ def _csv(tmp_path: Path, text: str = AZURE) -> Path:
 def test_azure_round_trip_through_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "az.json"
     assert _cli(["trace", "import", "azure", str(_csv(tmp_path)), "--out", str(out)]) == 0
-    assert "skipped 1 (zero ContextTokens" in capsys.readouterr().out
+    assert "skipped 1 (1 with zero ContextTokens" in capsys.readouterr().out
     t = load_trace(str(out))
     assert t.name == "azure_conv"
     assert t.arrival_s == pytest.approx([0.0, 4.314579, 4.569410, 23.319410])
@@ -74,7 +74,8 @@ def test_azure_accepts_numeric_seconds_and_extra_columns(tmp_path: Path) -> None
         (AZURE + "2023-11-16 18:16:11,abc,3\n", "line 7: ContextTokens 'abc' is not an integer"),
         (AZURE + "yesterday,3,3\n", "line 7: TIMESTAMP 'yesterday' is not a datetime"),
         (AZURE + "2023-11-16 18:16:11,3\n", "line 7: expected 3 fields, got 2"),
-        (AZURE + "2023-11-16 18:16:11,3,-4\n", "line 7: GeneratedTokens must be >= 0"),
+        (AZURE + "2023-11-16 18:16:11,3,-4\n",
+         "line 7: GeneratedTokens must be in 0..1099511627776"),
         (AZURE + "2023-11-16 18:00:00,3,4\n", "line 7: TIMESTAMP is earlier than the first row"),
         ("TIMESTAMP,ContextTokens,GeneratedTokens\n1,0,0\n", "no usable requests"),
     ],
@@ -206,3 +207,17 @@ def test_sharegpt_bad_rate_and_json(tmp_path: Path) -> None:
                 str(tmp_path / "o.json"),
             ]
         )
+
+
+def test_azure_counts_rows_with_nan_or_inf_timestamps(tmp_path: Path) -> None:
+    # Issue #13 problem 7: such rows were dropped without a word.
+    path = tmp_path / "nan.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\nnan,10,10\n1.0,10,10\n"
+                    "inf,10,10\n2.5,0,10\n3.0,20,5\n")
+    trace, report = import_azure_csv(path)
+    assert len(trace) == report.kept == 2
+    assert report.skipped == 3
+    assert report.reason == (
+        "1 with zero ContextTokens or GeneratedTokens; 2 with a NaN or infinite TIMESTAMP"
+    )
+    assert trace.arrival_s.tolist() == [0.0, 2.0]  # the first finite row is time 0

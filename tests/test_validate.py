@@ -1,6 +1,7 @@
 """The validator: a run against its own profile shows no step-model error, a
 profile twice as slow shows +100%, and bad run folders are one-line errors."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,22 @@ def test_cli_folder_of_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "ranks the policies as the engine did: yes" in out
     assert (tmp_path / "v" / "ranking.csv").is_file()
+
+
+def test_short_contexts_under_a_128_grid_are_priced_at_its_edge(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issues #13/#15: with the profiler's default contexts (128..512) `validate` refused
+    # "context length 25 outside the table's range 128..512". Now such steps are
+    # priced at the edge and counted, in the step model and in the replay.
+    data = load_profile(DEFAULT_PROFILE).to_json()
+    data["decode"] = [r for r in data["decode"] if 128 <= r[2] <= 512]
+    data["draft_forward"] = [r for r in data["draft_forward"] if 128 <= r[1] <= 512]
+    path = tmp_path / "grid128.json"
+    path.write_text(json.dumps(data))
+    run = load_run(run_dir)
+    assert run.steps_frame()["mean_context_len"].min() < 128
+    err = step_model_error(run, Profile.from_json(data, "grid128"))
+    assert 0 < err.clamped <= err.steps
+    assert main(["validate", "--live-run", str(run_dir), "--profile", str(path)]) == 0
+    assert "priced at its edge" in capsys.readouterr().out

@@ -75,10 +75,12 @@ def test_length_dist_from_json() -> None:
     for bad, msg in [
         ({"dist": "normal"}, "dist must be one of"),
         ({"dist": "uniform", "min": 5, "max": 9, "mean": 3}, "unknown field 'mean'"),
-        ({"dist": "lognormal", "mean": 100, "sigma": 0}, "sigma > 0"),
+        ({"dist": "lognormal", "mean": 100, "sigma": 0}, r"sigma must be in \(0, 10\]"),
+        ({"dist": "lognormal", "mean": 100, "sigma": 1e300}, r"sigma must be in \(0, 10\]"),
+        ({"dist": "uniform", "min": 1, "max": 2**70}, "max must be <="),
         ({"dist": "lognormal", "mean": 5000, "sigma": 1}, "outside"),
         ({"dist": "uniform", "min": 0, "max": 9}, "lo <= hi"),
-        ({"dist": "constant", "value": "x"}, "must be a number"),
+        ({"dist": "constant", "value": "x"}, "must be a finite number"),
     ]:
         with pytest.raises(NightjarInputError, match=msg):
             LengthDist.from_json(bad, "seg")

@@ -28,6 +28,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
+from nightjar.arrivals import ArrivalRate
 from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.driver import StepDriver
 from nightjar.live.plugins.message import attach, message_of
@@ -85,6 +86,9 @@ class NightjarSchedulerMixin:
         self.nj_driver = StepDriver(policy, controller, latency, batch_gamma=True)
         self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
         self.nj_stats = StepStats()
+        # Request arrival times (monotonic, when vLLM hands the request to the
+        # scheduler) for ``StepContext.arrival_rate_rps``.
+        self.nj_arrivals = ArrivalRate()
         self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
         self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
         self.nj_log.write(
@@ -104,6 +108,10 @@ class NightjarSchedulerMixin:
             return 0
         per_block = kv_bytes_per_block(sched.kv_cache_config)
         return int(-(-draft_weight_bytes(spec.draft_model_config.model) // per_block))
+
+    def add_request(self, request: Any) -> None:
+        self.nj_arrivals.record(time.monotonic())
+        super().add_request(request)  # type: ignore[misc]
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         sched: Any = self
@@ -126,6 +134,7 @@ class NightjarSchedulerMixin:
             draft_resident=driver.draft_resident,
             gamma_max=self.nj.gamma_max,
             mean_context_len=context,
+            arrival_rate_rps=self.nj_arrivals.rate(now),
         )
         plan = driver.plan(ctx, self.nj_residency.next_step())
         message = self.nj_residency.carry_out(plan.action, now)

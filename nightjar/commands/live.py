@@ -13,6 +13,7 @@ from typing import Any
 
 from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
+from nightjar.slo_args import add_slo_args, slo_from_args
 
 DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar")
 # Policies whose decisions vLLM cannot carry out, with the reason.
@@ -49,6 +50,10 @@ def memory_settings(args: argparse.Namespace) -> Any:
     if args.no_reload_on_gain:
         given["reload_on_gain"] = False
     if args.offload != "on":
+        if getattr(args, "reload", "drain") == "migrate":
+            raise NightjarInputError(
+                "--reload migrate needs --offload on (no draft reload without it)"
+            )
         if given:
             first = "--" + next(iter(given)).replace("_", "-")
             raise NightjarInputError(f"{first} sets the memory controller: add --offload on")
@@ -166,6 +171,9 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="run vLLM's OpenAI server with Nightjar instead of a trace",
     )
+    add_slo_args(p)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv",
+                   help="tables as CSV (default) or parquet (needs pyarrow)")
     p.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     p.add_argument("--port", type=int, default=8000, help="--serve: port to listen on")
     p.add_argument(
@@ -216,13 +224,15 @@ def _reload_cost(args: argparse.Namespace, profile: str | None, memory: Any) -> 
 
 
 def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, settings: Any) -> Any:
-    """The engine the flags describe; ``nospec`` runs without a draft."""
+    """The engine the flags describe; a policy that never speculates (``nospec``,
+    see ``spec_needs_draft``) runs without a draft."""
     from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.policy import spec_needs_draft
 
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     return EngineSpec(
         target=target,
-        draft=None if settings.policy == "nospec" else draft,
+        draft=draft if spec_needs_draft(settings.policy) else None,
         settings=settings,
         max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs,
@@ -237,8 +247,11 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
-    from nightjar.policy import expand_specs
+    from nightjar.output import require_format
+    from nightjar.policy import expand_specs, spec_needs_draft
 
+    slo_from_args(args)  # a bad SLO or format fails before vLLM starts
+    require_format(args.format)
     check_vllm_version()
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     if args.gamma_max < 0 or spec_tokens < 0:
@@ -263,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     default = ["nightjar"] if args.serve else list(DEFAULT_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
-    if draft is None and any(s != "nospec" for s in specs):
+    if draft is None and any(spec_needs_draft(s) for s in specs):
         raise NightjarInputError("policies other than nospec need a draft model (--draft)")
     base = LiveSettings(
         gamma_max=args.gamma_max,
@@ -299,6 +312,7 @@ def _replay_all(
     from rich.console import Console
 
     from nightjar.live import logs
+    from nightjar.outdir import default_out_dir
     from nightjar.output import prepare_out_dir, write_all
     from nightjar.progress import LazyProgress
     from nightjar.results import ResultSet
@@ -308,7 +322,7 @@ def _replay_all(
     trace = load_trace(args.trace)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
-    out = args.out or Path("reports") / f"live-{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or default_out_dir(f"live-{trace.name}")
     prepare_out_dir(out, args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.plugins.engine import prepare_env
@@ -341,11 +355,13 @@ def _replay_all(
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
     result_set = ResultSet.build(
-        results, title=title, oracle_policy=None, gamma_max=args.gamma_max
+        results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
+        slo=slo_from_args(args),
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
     write_all(
-        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
+        fmt=args.format,
     )
     _write_step_tables(result_set, out)
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")

@@ -51,6 +51,17 @@ def add_parser(sub: Any) -> None:
         help="fraction of device memory vLLM may use (default 0.9)",
     )
     p.add_argument("--block-size", type=int, default=None, help="KV block size in tokens")
+    d = p.add_argument_group("deployment pins (--roofline; a paper's exact settings)")
+    d.add_argument("--num-gpu-blocks-override", type=int, default=None, metavar="N",
+                   help="KV blocks with the draft resident (vLLM's flag of that name)")
+    d.add_argument("--num-gpu-blocks-no-draft", type=int, default=None, metavar="N",
+                   help="KV blocks without the draft (default: the override, else the model)")
+    d.add_argument("--max-model-len", type=int, default=None, metavar="L",
+                   help="cap prompt + output tokens (and the context grid) at L")
+    d.add_argument("--enforce-eager", action="store_true",
+                   help="no CUDA graphs: larger per-layer launch overheads (assumed values)")
+    d.add_argument("--variant", default=None,
+                   help="name suffix: the profile is called <gpu>-<variant>/<target>+<draft>")
     p.add_argument(
         "--context", type=float, default=512.0, help="context length for --show (default 512)"
     )
@@ -119,10 +130,15 @@ def _command(args: argparse.Namespace) -> str:
         "--draft",
         args.draft,
     ]
-    for flag in ("activation_reserve_bytes", "gpu_memory_utilization", "block_size"):
-        value = getattr(args, flag)
+    for flag in (
+        "activation_reserve_bytes", "gpu_memory_utilization", "block_size",
+        "num_gpu_blocks_override", "num_gpu_blocks_no_draft", "max_model_len", "variant",
+    ):
+        value = getattr(args, flag, None)
         if value is not None:
             parts += ["--" + flag.replace("_", "-"), str(value)]
+    if getattr(args, "enforce_eager", False):
+        parts.append("--enforce-eager")
     if args.out:
         parts += ["--out", args.out]
     return shlex.join(parts)
@@ -132,7 +148,7 @@ def _roofline(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from nightjar.profile import Profile
-    from nightjar.roofline import RooflineParams, build_profile
+    from nightjar.roofline import Deployment, RooflineParams, build_profile, eager_params
 
     missing = [f"--{k}" for k in ("gpu", "model", "draft") if not getattr(args, k)]
     if missing:
@@ -148,13 +164,33 @@ def _roofline(args: argparse.Namespace) -> int:
         params = replace(params, block_size=args.block_size)
     if args.activation_reserve_bytes is not None and args.activation_reserve_bytes < 0:
         raise NightjarInputError("--activation-reserve-bytes must be >= 0")
+    for flag in ("num_gpu_blocks_override", "num_gpu_blocks_no_draft", "max_model_len"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise NightjarInputError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
+    if args.variant is not None and not args.variant.replace("-", "").isalnum():
+        raise NightjarInputError(f"--variant must be letters, digits and '-', got {args.variant!r}")
+    if args.enforce_eager:
+        params = eager_params(params)
+    with_draft = args.num_gpu_blocks_override
+    deployment = Deployment(
+        variant=args.variant,
+        kv_blocks_with_draft=with_draft,
+        kv_blocks_without_draft=(
+            args.num_gpu_blocks_no_draft if args.num_gpu_blocks_no_draft is not None else with_draft
+        ),
+        max_model_len=args.max_model_len,
+    )
     out = (
         Path(args.out) if args.out else Path(f"{args.gpu}__{args.model}+{args.draft}.json".lower())
     )
+    if out.exists() and not out.is_file():  # a FIFO would block the write forever
+        raise NightjarInputError(f"cannot write {out}: it exists and is not a regular file")
     if out.exists() and not args.force:
         raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
     data = build_profile(
-        args.gpu, args.model, args.draft, _command(args), params, args.activation_reserve_bytes
+        args.gpu, args.model, args.draft, _command(args), params, args.activation_reserve_bytes,
+        deployment,
     )
     profile = Profile.from_json(data, str(out))  # validate before writing
     try:
@@ -215,6 +251,13 @@ def _show(name: str, context: float) -> int:
     from nightjar.profile import load_profile
 
     p = load_profile(name)
+    if not p.min_context_len <= context <= p.max_context_len:
+        # A lookup would be priced at the table's edge; a table shown "at" a context it
+        # does not cover would mislabel those numbers.
+        raise NightjarInputError(
+            f"--context {context:g}: context length outside the table's range "
+            f"{p.min_context_len:g}..{p.max_context_len:g}"
+        )
     gammas = [g for g in SHOW_GAMMAS if g <= p.gamma_max]
     table = Table(
         "B",

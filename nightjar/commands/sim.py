@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
-from nightjar.policy import expand_specs, registered
+from nightjar.policy import expand_specs, registered, within_gamma_max
 from nightjar.profile import DEFAULT_PROFILE
+from nightjar.slo_args import add_slo_args, slo_from_args
 
-DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
+if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
+    from nightjar.profile import Profile
+    from nightjar.sim import SimConfig
+    from nightjar.sim.fit import Fit, OnUnfit
+    from nightjar.trace import Trace
+
+DEFAULT_POLICIES = (
+    "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -27,7 +36,17 @@ def add_parser(sub: Any) -> None:
         help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
         f" default: {' '.join(DEFAULT_POLICIES)}",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of acceptance draws and policies")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of acceptance draws and policies (the first, with --seeds)")
+    p.add_argument(
+        "--seeds", type=int, default=1, metavar="N",
+        help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
+    )
+    p.add_argument(
+        "--prior", default="exact", metavar="SPEC",
+        help="latency table the policies plan with: exact (the simulated profile), none,"
+        " scale:F, spec-scale:F or a profile; the oracle always uses the exact one",
+    )
     p.add_argument("--gamma-max", type=int, default=4,
                    help="longest speculation a policy may choose")
     p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
@@ -48,35 +67,94 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-num-seqs", type=int, default=256,
                    help="running requests at most (capped at the profile's largest batch)")
     p.add_argument("--no-oracle", action="store_true", help="skip the oracle run used for regret")
+    p.add_argument(
+        "--max-model-len", type=int, default=None, metavar="N",
+        help="the most tokens (prompt + output) a request may hold, as vLLM's"
+        " max_model_len (default: no limit beyond the KV cache)",
+    )
+    p.add_argument(
+        "--on-unfit", choices=["refuse", "skip"], default="refuse",
+        help="a request that can never fit the KV cache: refuse the run (default) or skip"
+        " it and count it as rejected",
+    )
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument("--report-cdn", action="store_true",
                    help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_slo_args(p)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv",
+                   help="tables as CSV (default) or parquet (needs pyarrow)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.output import write_all
-    from nightjar.profile import DEFAULT_PROFILE, load_profile
-    from nightjar.progress import LazyProgress
-    from nightjar.results import ResultSet
+    from nightjar.outdir import default_out_dir, staged_out_dir
+    from nightjar.output import require_format
+
+    # Every input is checked before the first simulation and before any folder is
+    # made, so a typo in the last --policy costs nothing and leaves nothing behind.
+    slo = slo_from_args(args)
+    require_format(args.format)
+    plan = _plan(args)
+    out = args.out or default_out_dir(plan.trace.name)
+    console = Console()
+    if plan.fit.rejected.size:
+        console.print(
+            f"skipping {plan.fit.rejected.size} request(s) that can never run "
+            f"(--on-unfit skip): {plan.fit.message}", soft_wrap=True,
+        )
+    with staged_out_dir(out, args.force) as tmp:
+        if args.seeds == 1:
+            _one_seed(args, plan, tmp, console, slo)
+        else:
+            _many_seeds(args, plan, tmp, console, slo)
+    console.print(f"wrote {out}/")
+    return 0
+
+
+@dataclass(frozen=True)
+class _Plan:
+    trace: Trace
+    profile: Profile
+    cfg: SimConfig
+    runs: list[str]
+    on_unfit: OnUnfit
+    fit: Fit
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """Load and check every input of a run; raises NightjarInputError on the first bad one."""
+    from nightjar.priors import parse_prior
+    from nightjar.profile import load_profile
     from nightjar.sim import (
         AcceptanceModel,
         DraftKVMode,
+        OnUnfit,
         ReloadMode,
         SchedulerMode,
         SimConfig,
-        simulate_many,
+        check_policies,
+        fit_or_refuse,
     )
-    from nightjar.table import summary_table
     from nightjar.trace import load_trace
+    from nightjar.trace_schema import MAX_SEED
 
+    if args.seeds < 1:
+        raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
     if args.gamma_max < 1:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
     if args.max_num_batched_tokens < 1 or args.max_num_seqs < 1:
         raise NightjarInputError("--max-num-batched-tokens and --max-num-seqs must be >= 1")
+    if not 0 <= args.seed <= MAX_SEED - args.seeds + 1:
+        raise NightjarInputError(
+            f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}"
+        )
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise NightjarInputError(f"--max-model-len must be >= 1, got {args.max_model_len}")
+    if args.reload == "migrate" and args.offload != "on":
+        raise NightjarInputError("--reload migrate needs --offload on (no draft reload without it)")
     trace = load_trace(args.trace)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
     if args.gamma_max > profile.gamma_max:
@@ -84,35 +162,95 @@ def run(args: argparse.Namespace) -> int:
             f"--gamma-max {args.gamma_max} exceeds the profile's table"
             f" (gamma <= {profile.gamma_max})"
         )
-    specs = expand_specs(args.policies or [s for s in DEFAULT_POLICIES if _known(s)])
+    parse_prior(args.prior, profile)
+    defaults = [s for s in DEFAULT_POLICIES if _known(s) and within_gamma_max(s, args.gamma_max)]
+    specs = expand_specs(args.policies or defaults, args.gamma_max)
     with_oracle = not args.no_oracle and "oracle" in registered()
     runs = specs + (["oracle"] if with_oracle and "oracle" not in specs else [])
-    out = args.out or Path("reports") / f"{trace.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     cfg = SimConfig(
         seed=args.seed, gamma_max=args.gamma_max, draft_kv_mode=DraftKVMode(args.draft_kv),
         acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
-        reload_mode=ReloadMode(args.reload), engine=SchedulerMode(args.engine),
+        reload_mode=ReloadMode(args.reload), max_model_len=args.max_model_len,
+        engine=SchedulerMode(args.engine),
         max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
     )
-    # Fail on an unwritable folder before spending time simulating.
-    from nightjar.output import prepare_out_dir
+    check_policies(runs, trace, profile, cfg)
+    on_unfit = OnUnfit(args.on_unfit)
+    fit = fit_or_refuse(trace, profile, cfg, on_unfit)
+    return _Plan(trace, profile, cfg, runs, on_unfit, fit)
 
-    prepare_out_dir(out, args.force)
+
+def _simulate(
+    args: argparse.Namespace, plan: _Plan, trace: Trace, cfg: SimConfig, title: str, slo: Any
+) -> Any:
+    """Every run of one seed, as a :class:`nightjar.results.ResultSet`."""
+    from nightjar.progress import LazyProgress
+    from nightjar.results import ResultSet
+    from nightjar.sim import simulate_many
 
     with LazyProgress(enabled=not args.quiet) as bar:
-        for spec in runs:
+        for spec in plan.runs:
             bar.add(spec, trace.duration_s)
-        results = simulate_many(trace, profile, runs, cfg, progress=bar.update)
+        results = simulate_many(
+            trace, plan.profile, plan.runs, cfg, progress=bar.update, on_unfit=plan.on_unfit,
+            prior=args.prior,
+        )
+    return ResultSet.build(results, title=title, gamma_max=args.gamma_max, slo=slo)
 
-    title = f"{trace.name} on {profile.name} ({len(trace)} requests, seed {args.seed})"
-    result_set = ResultSet.build(results, title=title, gamma_max=args.gamma_max)
-    console = Console()
+
+def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
+    prior = "" if args.prior == "exact" else f", prior {args.prior}"
+    return f"{trace.name} on {profile.name} ({len(trace)} requests, {seeds}{prior})"
+
+
+def _one_seed(
+    args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
+) -> None:
+    from nightjar.output import write_all
+    from nightjar.table import summary_table
+
+    title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
+    result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
     console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
     write_all(
-        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn
+        result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
+        fmt=args.format,
     )
-    console.print(f"wrote {out}/")
-    return 0
+
+
+def _many_seeds(
+    args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
+) -> None:
+    """Seed i re-draws a generative trace's arrivals (its file seed + i - SEED), the
+    per-request acceptance rates and the sampled accepts; each seed's runs go to
+    ``seed-<i>/`` (the HTML report for the first seed only), the per-seed rows and
+    intervals to the top of ``out``."""
+    import dataclasses
+
+    from nightjar.multiseed import aggregate, interval_table, seed_rows, verdicts, write_seed_files
+    from nightjar.output import write_all
+    from nightjar.trace import load_trace
+
+    rows = []
+    last = args.seed + args.seeds - 1
+    for seed in range(args.seed, last + 1):
+        trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed)
+        cfg_s = dataclasses.replace(plan.cfg, seed=seed)
+        title = _title(args, trace_s, plan.profile, f"seed {seed}")
+        result_set = _simulate(args, plan, trace_s, cfg_s, title, slo)
+        rows += seed_rows(seed, result_set.summaries, result_set.regrets)
+        write_all(
+            result_set, out / f"seed-{seed}", force=True,
+            report=not args.no_report and seed == args.seed, report_cdn=args.report_cdn,
+            fmt=args.format,
+        )
+    agg = aggregate(rows)
+    write_seed_files(rows, agg, out)
+    title = _title(args, plan.trace, plan.profile, f"seeds {args.seed}..{last}, mean ± 95% CI")
+    console.print(interval_table(agg, title=title))
+    for key in ("throughput_tok_s", "e2e_s_mean"):
+        for line in verdicts(agg, key):
+            console.print(line)
 
 
 def _known(spec: str) -> bool:

@@ -48,7 +48,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--window", type=float, help="rate window in seconds (default: span / 48)")
     s.set_defaults(trace_func=run_show)
 
-    imp = tsub.add_parser("import", help="import an Azure CSV or a ShareGPT-style dataset")
+    imp = tsub.add_parser(
+        "import", help="import Azure, BurstGPT or Vidur CSVs, ShareGPT or vLLM datasets"
+    )
     isub = imp.add_subparsers(dest="import_kind", required=True, parser_class=type(p))
     az = isub.add_parser("azure", help="Azure LLM inference CSV (TIMESTAMP,ContextTokens,...)")
     az.add_argument("file", metavar="FILE.csv")
@@ -64,12 +66,15 @@ def add_parser(sub: Any) -> None:
     sg.add_argument("--limit", type=int, help="keep at most N conversations")
     sg.add_argument("--tokenizer", help="local Hugging Face tokenizer dir (default: estimate)")
     sg.add_argument("--no-prompts", action="store_true", help="do not store prompt text")
-    for q in (az, sg):
+    from nightjar.commands import trace_formats
+
+    for q in (az, sg, *trace_formats.add_import_parsers(isub)):
         q.add_argument("--workload", default="sharegpt", help="workload for acceptance")
         q.add_argument("--out", required=True, help="output JSON file")
         q.add_argument("--force", action="store_true", help="overwrite --out if it exists")
         q.add_argument("--name", help="trace name (default: the input file's stem)")
     imp.set_defaults(trace_func=run_import)
+    trace_formats.add_parsers(tsub)
     p.set_defaults(func=run)
 
 
@@ -107,6 +112,8 @@ def dumps_trace(obj: dict[str, Any]) -> str:
 
 def _write(path_str: str, obj: dict[str, Any], force: bool) -> Path:
     path = Path(path_str)
+    if path.exists() and not path.is_file():  # a FIFO would block the write forever
+        raise NightjarInputError(f"cannot write {path}: it exists and is not a regular file")
     if path.exists() and not force:
         raise NightjarInputError(f"{path} exists; pass --force to overwrite it")
     try:
@@ -146,10 +153,15 @@ def _fmt_segments(segs: list[dict[str, float]]) -> str:
 def run_import(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise NightjarInputError(f"--limit must be >= 1 (got {args.limit})")
-    if args.import_kind == "azure":
-        if args.start < 0:
-            raise NightjarInputError(f"--start must be >= 0 (got {args.start})")
-        if args.duration is not None and args.duration <= 0:
+    from nightjar.commands.trace_formats import import_other
+
+    other = import_other(args)
+    if other is not None:
+        trace, rep = other
+    elif args.import_kind == "azure":
+        if not 0 <= args.start < math.inf:  # also refuses NaN
+            raise NightjarInputError(f"--start must be a finite number >= 0 (got {args.start})")
+        if args.duration is not None and not args.duration > 0:
             raise NightjarInputError(f"--duration must be > 0 (got {args.duration})")
         trace, rep = import_azure_csv(args.file, limit=args.limit, start_s=args.start,
                                       duration_s=args.duration, workload=args.workload,

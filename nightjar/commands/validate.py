@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.output import prepare_out_dir
+    from nightjar.outdir import staged_out_dir
     from nightjar.profile import load_profile
     from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
+    from nightjar.trace_schema import MAX_SEED
     from nightjar.validate import (
         agreement,
         compare_summaries,
@@ -52,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
         trace_of,
     )
 
+    if args.gamma_max < 1:
+        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise NightjarInputError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
+        raise NightjarInputError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
     runs = load_runs(args.live_run)
     for live in runs:
         if live.engine != "live":
@@ -59,12 +67,6 @@ def run(args: argparse.Namespace) -> int:
                 f"note: {live.policy} in {args.live_run} was written by the {live.engine} engine"
             )
     profile = load_profile(args.profile)
-    if args.out is not None:
-        prepare_out_dir(args.out, args.force)
-    if args.gamma_max < 1:
-        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
-    if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
-        raise NightjarInputError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
     cfg = SimConfig(seed=args.seed, gamma_max=args.gamma_max,
                     draft_kv_mode=DraftKVMode(args.draft_kv), engine=SchedulerMode(args.engine),
                     max_num_seqs=args.max_num_seqs,
@@ -73,41 +75,43 @@ def run(args: argparse.Namespace) -> int:
     if args.max_num_seqs > profile.max_batch_size:
         console.print(f"note: the profile's largest batch is {profile.max_batch_size}; the "
                       f"simulator runs at most that many requests (live: {args.max_num_seqs})")
-    pairs = []
-    for live in runs:
-        sim = simulate(trace_of(live), profile, live.policy, cfg)
-        pairs.append((live, sim))
-        summary = compare_summaries(live, sim)
-        try:
-            steps = step_model_error(live, profile)
-        except NightjarInputError as exc:
-            if len(runs) == 1:
-                raise
-            console.print(f"{live.policy}: no step-model check ({exc})")
-        else:
-            console.print(
-                f"{live.policy}: step-time model on {steps.steps} pure decode steps: median "
-                f"|error| {steps.median_abs_pct:.1f}%, mean error {steps.mean_pct:+.1f}% "
-                "(> 0: the profile predicts slower than measured)"
-            )
-            console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
-        console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))
-        if args.out is not None:
-            name = live.policy.replace(":", "-")
-            if len(runs) == 1:  # (a single run's step check raised above, or ran)
-                steps.by_bucket.to_csv(args.out / "step_model.csv", index=False)
-                summary.to_csv(args.out / "summary_comparison.csv", index=False)
+    staged = staged_out_dir(args.out, args.force) if args.out is not None else nullcontext(None)
+    with staged as tmp:
+        pairs = []
+        for live in runs:
+            sim = simulate(trace_of(live), profile, live.policy, cfg)
+            pairs.append((live, sim))
+            summary = compare_summaries(live, sim)
+            try:
+                steps = step_model_error(live, profile)
+            except NightjarInputError as exc:
+                if len(runs) == 1:
+                    raise
+                console.print(f"{live.policy}: no step-model check ({exc})")
             else:
-                summary.to_csv(args.out / f"summary_comparison-{name}.csv", index=False)
-    if len(pairs) > 1:
-        agree = agreement(pairs)
-        console.print(_table(agree.errors, "agreement: live vs sim per policy"))
-        console.print(_table(agree.ranking, "ranking: best first"))
-        console.print("the simulator ranks the policies as the engine did: "
-                      + ("yes" if agree.same_ranking else "NO"))
-        if args.out is not None:
-            agree.errors.to_csv(args.out / "agreement.csv", index=False)
-            agree.ranking.to_csv(args.out / "ranking.csv", index=False)
+                console.print(
+                    f"{live.policy}: step-time model on {steps.steps} pure decode steps: "
+                    f"median |error| {steps.median_abs_pct:.1f}%, mean error "
+                    f"{steps.mean_pct:+.1f}% (> 0: the profile predicts slower than measured)"
+                    + (f"; {steps.clamped} steps outside the table, priced at its edge"
+                       if steps.clamped else "")
+                )
+                console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
+                if tmp is not None and len(runs) == 1:
+                    steps.by_bucket.to_csv(tmp / "step_model.csv", index=False)
+            console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))
+            if tmp is not None:
+                name = "" if len(runs) == 1 else "-" + live.policy.replace(":", "-")
+                summary.to_csv(tmp / f"summary_comparison{name}.csv", index=False)
+        if len(pairs) > 1:
+            agree = agreement(pairs)
+            console.print(_table(agree.errors, "agreement: live vs sim per policy"))
+            console.print(_table(agree.ranking, "ranking: best first"))
+            console.print("the simulator ranks the policies as the engine did: "
+                          + ("yes" if agree.same_ranking else "NO"))
+            if tmp is not None:
+                agree.errors.to_csv(tmp / "agreement.csv", index=False)
+                agree.ranking.to_csv(tmp / "ranking.csv", index=False)
     if args.out is not None:
         console.print(f"wrote {args.out}/")
     return 0

@@ -143,6 +143,10 @@ class NightjarPolicy:
             # an arm across it is down-weighted by how much its toggle would add to
             # the best known loss, so a costly switch is explored less often.
             ref = min(loss[g] for g in range(self.arms) if counts[g])
+            if ref <= 0.0:
+                # A loss learned from a mixed step whose prefill estimate overshot can
+                # reach 0; there is no scale to weigh the toggle against: uniform.
+                return self._rng.randrange(self.arms)
             weights = [
                 1.0 / (1.0 + self._toggle_penalty(c, g, horizon) / ref) for g in range(self.arms)
             ]

@@ -1,7 +1,8 @@
 """``oracle``: the per-step best batch gamma, knowing the hardware and every request's rate.
 
 The yardstick for regret, not a competitor: it reads ``ctx.true_acceptance``, which
-only the simulator provides, and the exact step-time model ``env.latency``. Each
+only the simulator provides, and the exact step-time model (``env.truth`` when the
+others plan with a different ``--prior``, else ``env.latency``). Each
 step it picks the gamma maximising expected emitted tokens over predicted step
 time, ``sum_i (1 - a_i^(g+1)) / (1 - a_i) / T(B, g, context)``. It ignores the
 switch cost (the draft-KV rebuild after gamma-0 steps): it is myopic by design, so
@@ -62,6 +63,8 @@ class OraclePolicy:
 @register("oracle", "knows the profile and every request's true acceptance (the yardstick)")
 def _oracle(arg: str | None, env: PolicyEnv) -> Policy:
     parse_no_arg("oracle", arg)
-    if env.latency is None:
+    # The yardstick plans with the exact hardware even when the others get a prior.
+    latency = env.truth if env.truth is not None else env.latency
+    if latency is None:
         raise NightjarInputError("policy 'oracle' needs a latency profile (--profile)")
-    return OraclePolicy(env.latency, env.gamma_max, env.acceptance_prior)
+    return OraclePolicy(latency, env.gamma_max, env.acceptance_prior)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from nightjar.errors import NightjarInputError
 from nightjar.policy import Policy, PolicyEnv, register
 from nightjar.types import StepContext, StepOutcome
+
+_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass
@@ -50,24 +53,33 @@ class SchedulePolicy:
         pass
 
 
-def _parse_gamma(text: str, spec: str) -> int:
-    try:
-        gamma = int(text)
-    except ValueError:
-        raise NightjarInputError(f"policy {spec!r}: gamma {text!r} is not an integer") from None
-    if gamma < 0:
-        raise NightjarInputError(f"policy {spec!r}: gamma must be >= 0, got {gamma}")
+def _parse_gamma(text: str, spec: str, gamma_max: int) -> int:
+    """A gamma in ``0..gamma_max``: a larger one would run as gamma_max under its own
+    label, so it is refused rather than clamped."""
+    if not _DIGITS.fullmatch(text.strip()):
+        raise NightjarInputError(f"policy {spec!r}: gamma {text!r} is not an integer >= 0")
+    gamma = int(text)
+    if gamma > gamma_max:
+        raise NightjarInputError(
+            f"policy {spec!r}: gamma {gamma} exceeds gamma_max {gamma_max} (--gamma-max)"
+        )
     return gamma
 
 
-def parse_schedule(arg: str) -> list[tuple[int, int | None, int]]:
+def parse_schedule(arg: str, gamma_max: int) -> list[tuple[int, int | None, int]]:
     """Parse ``1-16:3,17-64:1,65-:0`` into sorted, non-overlapping rows."""
     spec = f"schedule:{arg}"
+    if not arg.strip():
+        raise NightjarInputError(
+            f"policy {spec!r}: no rows after ':' (e.g. schedule:{VLLM_DEFAULT_SCHEDULE}, "
+            "or plain 'schedule' for that default)"
+        )
     rows: list[tuple[int, int | None, int]] = []
     for part in arg.split(","):
         rng, sep, g = part.strip().partition(":")
         lo_s, dash, hi_s = rng.partition("-")
-        if not sep or not lo_s.isdigit() or (hi_s and not hi_s.isdigit()):
+        # ASCII digits only: str.isdigit() also accepts '²', which int() refuses.
+        if not sep or not _DIGITS.fullmatch(lo_s) or (hi_s and not _DIGITS.fullmatch(hi_s)):
             raise NightjarInputError(
                 f"policy {spec!r}: bad range {part.strip()!r}; expected LO-HI:GAMMA or LO-:GAMMA"
             )
@@ -75,7 +87,7 @@ def parse_schedule(arg: str) -> list[tuple[int, int | None, int]]:
         hi = int(hi_s) if hi_s else (None if dash else lo)
         if lo < 1 or (hi is not None and hi < lo):
             raise NightjarInputError(f"policy {spec!r}: empty or invalid range {rng!r}")
-        rows.append((lo, hi, _parse_gamma(g, spec)))
+        rows.append((lo, hi, _parse_gamma(g, spec, gamma_max)))
     rows.sort(key=lambda r: r[0])
     for (_, hi, _g), (lo2, _, _g2) in itertools.pairwise(rows):
         if hi is None or hi >= lo2:
@@ -83,10 +95,18 @@ def parse_schedule(arg: str) -> list[tuple[int, int | None, int]]:
     return rows
 
 
-@register("nospec", "never speculate (gamma = 0)")
+@register(
+    "nospec",
+    "never speculate: served with no draft loaded (nospec:resident keeps it in memory)",
+    draftless=lambda arg: arg != "resident",
+)
 def _nospec(arg: str | None, env: PolicyEnv) -> Policy:
-    if arg:
-        raise NightjarInputError(f"policy 'nospec' takes no argument, got {arg!r}")
+    # ``nospec:resident`` never speculates but keeps the draft loaded: it isolates
+    # what the draft's memory alone costs (the difference to plain ``nospec``).
+    if arg not in (None, "resident"):
+        raise NightjarInputError(
+            f"policy 'nospec' takes no argument or 'resident', got {arg!r}"
+        )
     return FixedPolicy(0)
 
 
@@ -94,11 +114,12 @@ def _nospec(arg: str | None, env: PolicyEnv) -> Policy:
     "fixed",
     "standard speculative decoding with a fixed gamma (fixed:G)",
     default_specs=("fixed:1", "fixed:2", "fixed:3", "fixed:4"),
+    draftless=lambda arg: arg is not None and arg.strip().isdigit() and int(arg) == 0,
 )
 def _fixed(arg: str | None, env: PolicyEnv) -> Policy:
     if arg is None:
         raise NightjarInputError("policy 'fixed' needs a gamma, e.g. fixed:3")
-    return FixedPolicy(_parse_gamma(arg, f"fixed:{arg}"))
+    return FixedPolicy(_parse_gamma(arg, f"fixed:{arg}", env.gamma_max))
 
 
 VLLM_DEFAULT_SCHEDULE = "1-16:3,17-64:1,65-:0"
@@ -110,4 +131,5 @@ VLLM_DEFAULT_SCHEDULE = "1-16:3,17-64:1,65-:0"
     default_specs=(f"schedule:{VLLM_DEFAULT_SCHEDULE}",),
 )
 def _schedule(arg: str | None, env: PolicyEnv) -> Policy:
-    return SchedulePolicy(parse_schedule(arg or VLLM_DEFAULT_SCHEDULE))
+    return SchedulePolicy(parse_schedule(VLLM_DEFAULT_SCHEDULE if arg is None else arg,
+                                         env.gamma_max))

@@ -1,0 +1,143 @@
+"""One cell of a sweep: its parameters, its identity, and the pure function that runs it.
+
+A cell runs anywhere (this process, a local worker, a Ray node) from its parameters
+and the texts of its trace and profile, which the driver reads once and ships along:
+a remote node needs no access to the driver's files. The result is deterministic in
+those inputs, so local and Ray sweeps give the same numbers.
+
+Seeds: seed ``k`` runs the simulator with seed ``k`` and re-draws a generative
+trace's arrivals and lengths with the file's seed plus ``k`` (so seed 0 is exactly
+the trace ``nightjar sim`` runs). An explicit trace (fixed requests) keeps its
+requests; only the simulator's draws change.
+
+Rate scale: ``s`` divides every arrival time (and the trace's span) by ``s``: the same
+requests arriving ``s`` times as fast, so a load-latency curve compares like for like.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from nightjar import __version__
+
+# Parsed traces and profiles per worker process, keyed by the digest of their text.
+_CACHE: dict[tuple[str, str, int], Any] = {}
+
+
+@dataclass(frozen=True)
+class Cell:
+    trace: str  # bundled name or path, as the user gave it
+    rate_scale: float
+    seed: int
+    policy: str
+    profile: str
+    offload: bool
+    reload: str
+    draft_kv: str
+    acceptance_model: str
+    gamma_max: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    slo_ttft: float
+    slo_tpot: float
+
+    def params(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def key(self, trace_digest: str, profile_digest: str) -> str:
+        """The cell's identity: its parameters, the exact trace and profile contents,
+        and the nightjar version (a new simulator may give new numbers)."""
+        ident = {**self.params(), "trace_sha": trace_digest, "profile_sha": profile_digest,
+                 "version": __version__}
+        blob = json.dumps(ident, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CellTask:
+    """What a worker needs: the cell, its key, and its inputs' texts."""
+
+    cell: Cell
+    key: str
+    trace_text: str
+    profile_text: str
+
+
+def _trace(text: str, label: str, seed_offset: int) -> Any:
+    from nightjar.trace import materialize
+    from nightjar.trace_schema import parse_trace_json
+
+    cache_key = ("trace", digest(text), seed_offset)
+    if cache_key not in _CACHE:
+        spec = parse_trace_json(json.loads(text), label, label)
+        _CACHE[cache_key] = materialize(spec, spec.seed + seed_offset)
+    return _CACHE[cache_key]
+
+
+def _profile(text: str, label: str) -> Any:
+    from nightjar.profile import Profile
+
+    cache_key = ("profile", digest(text), 0)
+    if cache_key not in _CACHE:
+        _CACHE[cache_key] = Profile.from_json(json.loads(text), label)
+    return _CACHE[cache_key]
+
+
+def scale_rate(trace: Any, scale: float) -> Any:
+    """The same requests arriving ``scale`` times as fast (see the module docstring)."""
+    if scale == 1.0:
+        return trace
+    span = None if trace.span_s is None else trace.span_s / scale
+    return dataclasses.replace(trace, arrival_s=trace.arrival_s / scale, span_s=span)
+
+
+def run_cell(task: CellTask) -> dict[str, Any]:
+    """Simulate one cell and return its table row (cell parameters + every summary column)."""
+    from nightjar.memory import MemoryConfig
+    from nightjar.metrics import Slo, summarize
+    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate
+
+    cell = task.cell
+    trace = scale_rate(_trace(task.trace_text, cell.trace, cell.seed), cell.rate_scale)
+    profile = _profile(task.profile_text, cell.profile)
+    cfg = SimConfig(
+        seed=cell.seed, gamma_max=cell.gamma_max, max_num_seqs=cell.max_num_seqs,
+        max_num_batched_tokens=cell.max_num_batched_tokens,
+        draft_kv_mode=DraftKVMode(cell.draft_kv),
+        acceptance_model=AcceptanceModel(cell.acceptance_model),
+        offload=cell.offload, reload_mode=ReloadMode(cell.reload), memory=MemoryConfig(),
+    )
+    result = simulate(trace, profile, cell.policy, cfg)
+    summary = summarize(result, Slo(ttft_s=cell.slo_ttft, tpot_s=cell.slo_tpot)).as_dict()
+    summary.pop("policy")
+    summary.pop("engine")
+    trace_name = summary.pop("trace")
+    # The SLO limits come with the summary (slo_ttft_s, slo_tpot_s), not twice.
+    params = {k: v for k, v in cell.params().items() if k not in ("slo_ttft", "slo_tpot")}
+    row: dict[str, Any] = {"cell": task.key, **params, "trace_name": trace_name,
+                           "rate_rps": len(trace) / trace.duration_s}
+    for key, value in summary.items():
+        row[key if key not in row else f"summary_{key}"] = value
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in row.items()}
+
+
+def attempt(task: CellTask) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None), or (None, a one-line reason) when the cell fails: one failing cell
+    (a policy bug, a batch the profile cannot price) must not take the others down."""
+    try:
+        return run_cell(task), None
+    except Exception as exc:
+        from nightjar.errors import NightjarInputError
+
+        text = str(exc) if isinstance(exc, NightjarInputError) else f"{type(exc).__name__}: {exc}"
+        return None, (text.strip().splitlines() or [type(exc).__name__])[0]

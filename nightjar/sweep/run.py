@@ -1,0 +1,150 @@
+"""The sweep driver: validate the grid, skip finished cells, run the rest, write the table.
+
+Resuming is the normal path, not a special mode: every run looks up each cell of its
+grid in ``<out>/cells/`` by the cell's key (parameters, input contents, version) and
+computes only the missing ones. Rerunning a finished sweep computes nothing; a larger
+grid in the same folder computes only its new cells.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nightjar.errors import NightjarInputError
+from nightjar.sweep.backends import run_tasks
+from nightjar.sweep.cell import CellTask, digest
+from nightjar.sweep.spec import SweepSpec
+from nightjar.sweep.store import (
+    SPEC_FILE,
+    load_cell,
+    prepare_sweep_dir,
+    save_cell,
+    write_atomic,
+    write_table,
+)
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep run did: the table (one row per cell, grid order) and its counts."""
+
+    frame: pd.DataFrame
+    computed: int
+    reused: int
+    paths: list[Path] = field(default_factory=list)
+    # (cell parameters, one-line reason) of cells that failed; a rerun retries them.
+    failed: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+
+
+def _trace_text(name: str) -> str:
+    """The trace's JSON text, validated (a bad trace fails before any cell runs)."""
+    from nightjar.trace import bundled_traces, load_trace
+
+    load_trace(name)
+    path = Path(name)
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    stem = name[:-5] if name.endswith(".json") else name
+    if stem not in bundled_traces():  # pragma: no cover - load_trace already refused it
+        raise NightjarInputError(f"trace {name!r} not found")
+    return resources.files("nightjar.traces").joinpath(f"{stem}.json").read_text("utf-8")
+
+
+def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
+    from nightjar.policy import PolicyEnv, make_policy
+
+    for name, profile in profiles.items():
+        for g in spec.axes["gamma_max"]:
+            if g > profile.gamma_max:
+                raise NightjarInputError(
+                    f"gamma_max {g} exceeds profile {name}'s table (gamma <= {profile.gamma_max})"
+                )
+            for policy in spec.axes["policy"]:
+                make_policy(policy, PolicyEnv(gamma_max=g, latency=profile))
+
+
+def plan(spec: SweepSpec) -> list[CellTask]:
+    """Every cell of the grid with its key and input texts (validating all inputs)."""
+    from nightjar.policy import expand_specs
+    from nightjar.profile import load_profile
+    from nightjar.sweep.spec import with_axis
+
+    spec = with_axis(spec, "policy", expand_specs(list(spec.axes["policy"])))
+    traces = {name: _trace_text(name) for name in spec.axes["trace"]}
+    profiles = {name: load_profile(name) for name in spec.axes["profile"]}
+    _check_cells(spec, profiles)
+    profile_texts = {n: json.dumps(p.to_json(), sort_keys=True) for n, p in profiles.items()}
+    digests = {t: digest(t) for t in [*traces.values(), *profile_texts.values()]}
+    tasks = []
+    for cell in spec.cells():
+        trace_text, profile_text = traces[cell.trace], profile_texts[cell.profile]
+        key = cell.key(digests[trace_text], digests[profile_text])
+        tasks.append(CellTask(cell, key, trace_text, profile_text))
+    return tasks
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: Path,
+    *,
+    jobs: int = 1,
+    ray: str | None = None,
+    force: bool = False,
+    config: Path | None = None,
+    report: bool = True,
+    on_cell: Callable[[int, int], None] | None = None,
+) -> SweepOutcome:
+    """Run (or resume) ``spec`` into ``out``; ``on_cell(done, total)`` follows progress."""
+    tasks = plan(spec)
+    out = prepare_sweep_dir(Path(out), force)
+    write_atomic(out / SPEC_FILE, json.dumps(spec.to_json(), indent=1) + "\n")
+    if config is not None:
+        try:
+            shutil.copyfile(config, out / "experiment.toml")
+        except shutil.SameFileError:
+            pass
+        except OSError as exc:
+            raise NightjarInputError(f"cannot copy {config}: {exc.strerror or exc}") from None
+    rows: dict[str, dict[str, Any]] = {}
+    todo: list[CellTask] = []
+    for task in tasks:
+        if task.key in rows:
+            continue
+        row = load_cell(out, task.key)
+        if row is None:
+            todo.append(task)
+        else:
+            rows[task.key] = row
+    reused, total = len(rows), len({t.key for t in tasks})
+    if on_cell is not None:
+        on_cell(reused, total)
+
+    failed: list[tuple[dict[str, Any], str]] = []
+
+    def done(task: CellTask, row: dict[str, Any] | None, error: str | None) -> None:
+        if row is None:
+            failed.append((task.cell.params(), error or "failed"))
+        else:
+            save_cell(out, task.key, task.cell.params(), row)
+            rows[task.key] = row
+        if on_cell is not None:
+            on_cell(len(rows) + len(failed), total)
+
+    run_tasks(todo, jobs=jobs, ray=ray, done=done)
+    finished = [rows[t.key] for t in tasks if t.key in rows]
+    frame = pd.DataFrame(finished)
+    paths = write_table(out, finished)
+    if report and finished:
+        from nightjar.sweep.report import write_sweep_report
+
+        paths.append(write_sweep_report(frame, out / "report.html", title=f"sweep {out.name}"))
+    return SweepOutcome(frame=frame, computed=len(todo) - len(failed), reused=reused,
+                        paths=paths, failed=failed)

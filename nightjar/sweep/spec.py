@@ -1,0 +1,205 @@
+"""A sweep's grid: what varies, read from flags or a TOML file, validated, expanded to cells.
+
+Every axis is a list; the grid is their cross product. ``seeds`` is either a count
+(``3`` means seeds 0, 1, 2) or an explicit list. Flags given on the command line win
+over the file's values, and the file's over the defaults. The SLO limits are not an
+axis: one pair applies to the whole sweep (and is part of every cell's identity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.errors import NightjarInputError
+from nightjar.metrics import Slo
+from nightjar.profile import DEFAULT_PROFILE
+from nightjar.sweep.cell import Cell
+
+DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar+")
+CHOICES = {
+    "offload": ("off", "on"),
+    "reload": ("drain", "migrate"),
+    "draft_kv": DRAFT_KV_MODES,
+    "acceptance": ("geometric", "positional"),
+}
+# Axis name -> (element type, default values). The order is the grid's nesting order
+# (the last axis varies fastest), which is also the row order of the table.
+AXES: dict[str, tuple[type, tuple[Any, ...]]] = {
+    "trace": (str, ("burst",)),
+    "profile": (str, (DEFAULT_PROFILE,)),
+    "offload": (str, ("off",)),
+    "reload": (str, ("drain",)),
+    "draft_kv": (str, (DEFAULT_DRAFT_KV,)),
+    "acceptance": (str, ("geometric",)),
+    "gamma_max": (int, (4,)),
+    "max_num_seqs": (int, (256,)),
+    "max_num_batched_tokens": (int, (8192,)),
+    "rate_scale": (float, (1.0,)),
+    "policy": (str, DEFAULT_POLICIES),
+    "seeds": (int, (0,)),
+}
+SCALARS = {"slo_ttft": Slo().ttft_s, "slo_tpot": Slo().tpot_s}
+KEYS = tuple(AXES) + tuple(SCALARS)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The validated grid. ``axes`` maps every name in :data:`AXES` to its values."""
+
+    axes: dict[str, tuple[Any, ...]]
+    slo: Slo
+
+    def cells(self) -> list[Cell]:
+        names = list(AXES)
+        out: list[Cell] = []
+        for combo in itertools.product(*(self.axes[n] for n in names)):
+            v = dict(zip(names, combo, strict=True))
+            out.append(
+                Cell(
+                    trace=v["trace"], rate_scale=v["rate_scale"], seed=v["seeds"],
+                    policy=v["policy"], profile=v["profile"], offload=v["offload"] == "on",
+                    reload=v["reload"], draft_kv=v["draft_kv"], acceptance_model=v["acceptance"],
+                    gamma_max=v["gamma_max"], max_num_seqs=v["max_num_seqs"],
+                    max_num_batched_tokens=v["max_num_batched_tokens"],
+                    slo_ttft=self.slo.ttft_s, slo_tpot=self.slo.tpot_s,
+                )
+            )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{k: list(v) for k, v in self.axes.items()},
+                "slo_ttft": self.slo.ttft_s, "slo_tpot": self.slo.tpot_s}
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The TOML file's keys (top level, or under a ``[sweep]`` table)."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise NightjarInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise NightjarInputError(f"{path}: malformed TOML ({exc})") from None
+    if set(data) == {"sweep"} and isinstance(data["sweep"], dict):
+        data = data["sweep"]
+    # The file may spell axes in the plural, as people write them in prose.
+    plural = {"traces": "trace", "profiles": "profile", "policies": "policy",
+              "rate_scales": "rate_scale", "seed": "seeds"}
+    return {plural.get(k, k): v for k, v in data.items()}
+
+
+def _unknown(key: str, where: str) -> NightjarInputError:
+    near = difflib.get_close_matches(key, KEYS, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return NightjarInputError(f"{where}: unknown key {key!r}{hint}")
+
+
+def _values(name: str, raw: Any, where: str) -> tuple[Any, ...]:
+    kind = AXES[name][0]
+    if name == "seeds" and isinstance(raw, int) and not isinstance(raw, bool):
+        if raw < 0:
+            raise NightjarInputError(f"{where}: seeds must be >= 0 (got {raw})")
+        raw = list(range(raw))
+    items = list(raw) if isinstance(raw, list | tuple) else [raw]
+    if not items:
+        raise NightjarInputError(f"{where}: empty grid: {name} has no values")
+    out: list[Any] = []
+    for item in items:
+        out.append(_one(name, kind, item, where))
+    if len(set(out)) != len(out):
+        raise NightjarInputError(f"{where}: {name} lists a value twice")
+    return tuple(out)
+
+
+def _one(name: str, kind: type, item: Any, where: str) -> Any:
+    if name == "offload" and isinstance(item, bool):
+        return "on" if item else "off"
+    if kind is float:
+        if isinstance(item, bool) or not isinstance(item, int | float) or not (
+            math.isfinite(item) and item > 0
+        ):
+            raise NightjarInputError(
+                f"{where}: bad {name} {item!r}: must be a finite number > 0"
+            )
+        return float(item)
+    if kind is int:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise NightjarInputError(f"{where}: bad {name} {item!r}: must be an integer")
+        low = 0 if name == "seeds" else 1
+        if item < low:
+            raise NightjarInputError(f"{where}: bad {name} {item}: must be >= {low}")
+        return item
+    if not isinstance(item, str) or not item.strip():
+        raise NightjarInputError(f"{where}: bad {name} {item!r}: must be a non-empty string")
+    if name in CHOICES and item not in CHOICES[name]:
+        raise NightjarInputError(
+            f"{where}: bad {name} {item!r} (choose from {', '.join(CHOICES[name])})"
+        )
+    return item.strip()
+
+
+def build_spec(
+    file_values: Mapping[str, Any] | None = None,
+    flag_values: Mapping[str, Any] | None = None,
+    *,
+    source: str = "sweep",
+) -> SweepSpec:
+    """Merge defaults, file values and flag values (later wins) into a validated spec.
+
+    Flag values hold only the flags the user gave (``None`` means not given).
+    """
+    merged: dict[str, tuple[Any, str]] = {}
+    for where, values in ((source, file_values or {}), ("flags", flag_values or {})):
+        for key, raw in values.items():
+            if key not in KEYS:
+                raise _unknown(key, where)
+            if raw is not None:
+                merged[key] = (raw, where)
+    axes: dict[str, tuple[Any, ...]] = {}
+    for name, (_, default) in AXES.items():
+        raw, where = merged.get(name, (list(default), "defaults"))
+        axes[name] = _values(name, raw, where)
+    scalars: dict[str, float] = {}
+    for name, default_value in SCALARS.items():
+        raw, where = merged.get(name, (default_value, "defaults"))
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise NightjarInputError(f"{where}: {name} must be a number of seconds (got {raw!r})")
+        scalars[name] = float(raw)
+    try:
+        slo = Slo(ttft_s=scalars["slo_ttft"], tpot_s=scalars["slo_tpot"])
+    except ValueError as exc:
+        raise NightjarInputError(f"{source}: {exc}") from None
+    return SweepSpec(axes=axes, slo=slo)
+
+
+def split_list(text: str, flag: str) -> list[str]:
+    """``"0.5,1,2"`` -> ``["0.5", "1", "2"]``; an empty item is an error."""
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise NightjarInputError(f"{flag} {text!r}: empty item in the list")
+    return items
+
+
+def parse_numbers(texts: Sequence[str], flag: str, kind: type) -> list[Any]:
+    out: list[Any] = []
+    for text in texts:
+        for item in split_list(text, flag):
+            try:
+                out.append(kind(item))
+            except ValueError:
+                what = "a number" if kind is float else "an integer"
+                raise NightjarInputError(f"{flag}: bad value {item!r} (expected {what})") from None
+    return out
+
+
+def with_axis(spec: SweepSpec, name: str, values: Sequence[Any]) -> SweepSpec:
+    """A copy of ``spec`` with one axis replaced (validated like any other input)."""
+    return dataclasses.replace(spec, axes={**spec.axes, name: _values(name, list(values), name)})

@@ -1,0 +1,113 @@
+"""``nightjar sim --seeds N`` and ``--prior``; the paper-config profiles."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from nightjar.cli import main
+from nightjar.errors import NightjarInputError
+from nightjar.multiseed import aggregate, beats, verdicts
+from nightjar.priors import ScaledLatency, SpecScaledLatency, parse_prior
+from nightjar.profile import load_profile
+from nightjar.sim import SimConfig, simulate
+from nightjar.trace import load_trace
+
+RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
+
+
+def test_seeds_write_per_seed_rows_and_intervals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    code = main(["sim", "--trace", "steady_low", "--policy", "nospec", "--policy", "fixed:2",
+                 "--seeds", "2", "--seed", "3", "--no-report", "--quiet", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "±" in text and "seeds 3..4" in text
+    rows = list(csv.DictReader((out / "seeds.csv").open()))
+    assert sorted({r["seed"] for r in rows}) == ["3", "4"]
+    assert {r["policy"] for r in rows} == {"nospec", "fixed:2", "oracle"}
+    intervals = list(csv.DictReader((out / "intervals.csv").open()))
+    tput = [r for r in intervals if r["policy"] == "fixed:2" and r["metric"] == "throughput_tok_s"]
+    assert len(tput) == 1 and tput[0]["n"] == "2"
+    assert float(tput[0]["lo"]) <= float(tput[0]["mean"]) <= float(tput[0]["hi"])
+    for seed in (3, 4):
+        assert (out / f"seed-{seed}" / "fixed-2" / "steps.csv").is_file()
+    # Seeds differ: the trace's arrivals are re-drawn per seed.
+    by_seed = {r["seed"]: r["throughput_tok_s"] for r in rows if r["policy"] == "nospec"}
+    assert by_seed["3"] != by_seed["4"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--seeds", "0"], "--seeds must be >= 1"),
+     (["--prior", "bogus"], "expected exact, none"),
+     (["--prior", "scale:0"], "must be > 0"),
+     (["--policy", "nightjar-code:fast"], "unknown argument 'fast'")],
+)
+def test_bad_input_is_one_line_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["sim", "--trace", "steady_low", "--quiet", "--out", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_priors_scale_the_table() -> None:
+    p = load_profile(RTX)
+    t0, t3 = p.step_time_s(8, 0, 512.0), p.step_time_s(8, 3, 512.0)
+    assert ScaledLatency(p, 0.7).step_time_s(8, 3, 512.0) == pytest.approx(0.7 * t3)
+    spec = SpecScaledLatency(p, 0.7)
+    assert spec.step_time_s(8, 0, 512.0) == pytest.approx(t0)
+    assert spec.step_time_s(8, 3, 512.0) == pytest.approx(t0 + 0.7 * (t3 - t0))
+    assert parse_prior("exact", p) is p and parse_prior("none", p) is None
+    assert parse_prior("a100-80gb/vicuna-13b+vicuna-68m", p) is not p
+    with pytest.raises(NightjarInputError):
+        parse_prior("scale:", p)
+
+
+def test_the_oracle_plans_with_the_exact_profile_whatever_the_prior() -> None:
+    trace, p = load_trace("steady_low"), load_profile(RTX)
+    exact = simulate(trace, p, "oracle", SimConfig(seed=1))
+    wrong = simulate(trace, p, "oracle", SimConfig(seed=1), prior="spec-scale:0.2")
+    assert [s.gamma for s in exact.steps] == [s.gamma for s in wrong.steps]
+    # ... while a planning policy does see the wrong table.
+    dsd = simulate(trace, p, "dsd", SimConfig(seed=1))
+    dsd_wrong = simulate(trace, p, "dsd", SimConfig(seed=1), prior="spec-scale:0.2")
+    assert [s.gamma for s in dsd.steps] != [s.gamma for s in dsd_wrong.steps]
+
+
+def test_nightjar_plus_runs_without_a_table() -> None:
+    r = simulate(load_trace("steady_low"), load_profile(RTX), "nightjar+", prior="none")
+    assert all(q.finish_s == q.finish_s for q in r.requests)  # every request finished
+
+
+def test_paper_config_profiles_pin_memory_and_length() -> None:
+    a100 = load_profile("a100-80gb-paper/vicuna-13b+vicuna-68m")
+    assert a100.memory.kv_blocks(True) == a100.memory.kv_blocks(False) == 717
+    assert a100.memory.max_model_len == 2048 and a100.max_context_len == 2048
+    rtx = load_profile("rtx4090-paper/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")
+    assert (rtx.memory.kv_blocks(True), rtx.memory.kv_blocks(False)) == (4112, 4938)
+    # Same latency model as ours: only the deployment is pinned.
+    assert rtx.step_time_s(16, 2, 512.0) == load_profile(RTX).step_time_s(16, 2, 512.0)
+    r = simulate(load_trace("burst"), a100, "fixed:1")
+    assert r.extra["capped_requests"] > 0
+    assert all(q.prompt_tokens + q.output_tokens <= 2048 for q in r.requests)
+
+
+def test_multiseed_verdicts_need_separated_intervals() -> None:
+    rows: list[dict[str, float | str]] = []
+    for seed, (a, b, c) in enumerate([(10.0, 5.0, 9.0), (11.0, 5.5, 12.0), (10.5, 5.2, 8.0)]):
+        for policy, value in (("a", a), ("b", b), ("c", c)):
+            rows.append({"seed": seed, "policy": policy, "throughput_tok_s": value,
+                         "e2e_s_mean": 1.0, "ttft_s_mean": 1.0, "tpot_ms_mean": 1.0,
+                         "preemptions": 0.0, "regret_pct": float("nan")})
+    agg = aggregate(rows)
+    assert beats(agg, "a", "b", "throughput_tok_s")
+    assert not beats(agg, "a", "c", "throughput_tok_s")  # c's interval overlaps a's
+    line = verdicts(agg, "throughput_tok_s")[0]
+    assert "best mean a" in line and "beats b" in line and "overlap with c" in line

@@ -1,0 +1,44 @@
+"""Issue #13 problem 3 (and #15): one clamp for every profile lookup. Contexts above
+or below the table are priced at its edge by the engine, the policies and the memory
+controller alike, and every such step is counted in ``context_clamped_steps``."""
+
+import numpy as np
+import pytest
+
+from nightjar.profile import Profile, load_profile
+from nightjar.sim import SimConfig, simulate
+from nightjar.trace import Trace
+
+RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
+
+
+def one_request(prompt: int, output: int) -> Trace:
+    return Trace(
+        name="long", seed=0, arrival_s=np.zeros(1), prompt_tokens=np.array([prompt]),
+        output_tokens=np.array([output]), workload=np.array(["sharegpt"], dtype=object),
+        acceptance=np.full(1, np.nan),
+    )
+
+
+@pytest.mark.parametrize("policy", ["nightjar+", "dsd", "oracle", "nightjar", "fixed:3"])
+def test_a_prompt_longer_than_the_table_runs_under_every_policy(policy: str) -> None:
+    # The issue's case: prompt 40,000 on the RTX 4090 profile (contexts 0..32768), which
+    # nightjar+, dsd and oracle refused with "context length 40000 outside ...".
+    profile = load_profile(RTX)
+    assert profile.max_context_len == 32768
+    result = simulate(one_request(40_000, 6), profile, policy, SimConfig(offload=True))
+    assert np.isfinite(result.requests[0].finish_s)
+    decode_steps = sum(1 for s in result.steps if s.batch_size)
+    assert result.extra["context_clamped_steps"] == decode_steps > 0
+
+
+def test_contexts_below_a_measured_grid_are_priced_and_counted() -> None:
+    # Issue #15: a profile measured on contexts 128..512 and a trace of 20-token prompts.
+    data = load_profile("a100-80gb/vicuna-13b+vicuna-68m").to_json()
+    data["decode"] = [r for r in data["decode"] if 128 <= r[2] <= 512]
+    data["draft_forward"] = [r for r in data["draft_forward"] if 128 <= r[1] <= 512]
+    profile = Profile.from_json(data, "grid128.json")
+    for policy in ("nightjar+", "dsd", "oracle"):
+        result = simulate(one_request(20, 30), profile, policy, SimConfig())
+        assert np.isfinite(result.requests[0].finish_s)
+        assert result.extra["context_clamped_steps"] > 0
