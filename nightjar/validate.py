@@ -187,3 +187,62 @@ def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:
         err = 100.0 * (sv / lv - 1.0) if lv and np.isfinite(lv) and np.isfinite(sv) else np.nan
         rows.append({"metric": key, "live": lv, "sim": sv, "error_pct": err})
     return pd.DataFrame(rows)
+
+
+# What the agreement check reports per policy, besides the ranking: the terms a
+# scheduler model decides (the per-step table is checked separately).
+AGREEMENT = ("throughput_tok_s", "tpot_s_mean", "ttft_s_mean", "mean_batch_size", "e2e_s_mean")
+
+
+def load_runs(folder: Path) -> list[RunResult]:
+    """One run folder, or a folder of them (``nightjar live --out DIR``: DIR/<policy>)."""
+    if (folder / "summary.json").is_file():
+        return [load_run(folder)]
+    subs = sorted(p for p in folder.iterdir() if (p / "summary.json").is_file()) if (
+        folder.is_dir()
+    ) else []
+    if not subs:
+        raise NightjarInputError(
+            f"{folder} is not a nightjar run folder nor a folder of them: missing summary.json"
+        )
+    return [load_run(p) for p in subs]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Whether the simulator orders the policies as the engine did, and by how much
+    each policy's scheduler-level metrics miss."""
+
+    errors: pd.DataFrame  # policy x metric: live, sim, error_pct
+    ranking: pd.DataFrame  # by: live order, sim order, same
+
+    @property
+    def same_ranking(self) -> bool:
+        return bool(self.ranking["same"].all())
+
+
+def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
+    """``pairs``: (live, sim) per policy, the sim replaying the live run's trace."""
+    rows = []
+    live_m: dict[str, dict[str, float]] = {}
+    sim_m: dict[str, dict[str, float]] = {}
+    for live, sim in pairs:
+        a, b = summarize(live).as_dict(), summarize(sim).as_dict()
+        live_m[live.policy] = {k: float(a[k]) for k in AGREEMENT}
+        sim_m[live.policy] = {k: float(b[k]) for k in AGREEMENT}
+        for key in AGREEMENT:
+            lv, sv = float(a[key]), float(b[key])
+            ok = lv and np.isfinite(lv) and np.isfinite(sv)
+            rows.append({"policy": live.policy, "metric": key, "live": lv, "sim": sv,
+                         "error_pct": 100.0 * (sv / lv - 1.0) if ok else np.nan})
+
+    def order(m: dict[str, dict[str, float]], key: str, best_low: bool) -> list[str]:
+        return sorted(m, key=lambda p: m[p][key] if best_low else -m[p][key])
+
+    ranking = []
+    for key, low, label in (("e2e_s_mean", True, "mean E2E"),
+                            ("throughput_tok_s", False, "throughput")):
+        lo, so = order(live_m, key, low), order(sim_m, key, low)
+        ranking.append({"by": label, "live": " < ".join(lo) if low else " > ".join(lo),
+                        "sim": " < ".join(so) if low else " > ".join(so), "same": lo == so})
+    return Agreement(pd.DataFrame(rows), pd.DataFrame(ranking))

@@ -15,7 +15,13 @@ Each returns :class:`nightjar.records.RunResult` (per-request and per-step
 records); deterministic for ``SimConfig.seed``.
 """
 
-from nightjar.sim.config import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig
+from nightjar.sim.config import (
+    AcceptanceModel,
+    DraftKVMode,
+    ReloadMode,
+    SchedulerMode,
+    SimConfig,
+)
 from nightjar.sim.engine import SimulationStalled
 from nightjar.sim.fit import OnUnfit, check_fit, fit_or_refuse
 from nightjar.sim.runner import check_policies, request_acceptance, simulate, simulate_many
@@ -25,6 +31,7 @@ __all__ = [
     "DraftKVMode",
     "OnUnfit",
     "ReloadMode",
+    "SchedulerMode",
     "SimConfig",
     "SimulationStalled",
     "check_fit",

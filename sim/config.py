@@ -35,6 +35,23 @@ class AcceptanceModel(StrEnum):
     POSITIONAL = "positional"
 
 
+class SchedulerMode(StrEnum):
+    """How prompts share steps with decodes (``nightjar sim --engine``).
+
+    V1: vLLM V1's scheduler. Every step serves the running requests first (each
+    decode takes ``1 + gamma`` tokens of the step's ``max_num_batched_tokens``), then
+    continues any partial prefill, then admits waiting prompts FCFS into what is left
+    of the budget; a prompt larger than the rest is prefilled in chunks over several
+    steps (chunked prefill), mixed with the decodes.
+    V0: the paper's engine (vLLM V0 without chunked prefill). A step either prefills
+    whole admitted prompts and decodes nothing, or decodes every running request;
+    prefill steps come first whenever a waiting prompt fits.
+    """
+
+    V1 = "v1"
+    V0 = "v0"
+
+
 class ReloadMode(StrEnum):
     """How a draft reload takes back the KV blocks it needs (see nightjar.memory)."""
 
@@ -50,6 +67,7 @@ class SimConfig:
     # per-step token budget shared by prefill and decode.
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    engine: SchedulerMode = SchedulerMode.V1
     # vLLM's max_model_len: the most tokens (prompt + output) one request may hold;
     # None means no limit beyond the KV cache (see nightjar.sim.fit).
     max_model_len: int | None = None

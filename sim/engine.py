@@ -1,11 +1,13 @@
 """One simulated engine: a simpy process that runs schedule -> run -> postprocess.
 
 Each step the engine (1) pulls arrivals into the FCFS waiting queue, (2) asks the
-policy for gamma, (3) grows the running requests' KV for ``ctx + gamma + 1``
-tokens, preempting the newest by recompute when blocks run out, (4) admits
-waiting requests while blocks, sequence slots and the token budget allow (none
-after a preemption, as vLLM), (5) charges the step's latency from the profile and
-(6) applies the sampled outcome when the step ends.
+policy for gamma for the decoding requests, (3) grows their KV for
+``ctx + gamma + 1`` tokens, preempting the newest by recompute when blocks run out,
+(4) fills the rest of the step's token budget with prompt tokens (``SchedulerMode``:
+V1 continues a partial prefill, then admits waiting prompts FCFS, the last one in
+chunks when it does not fit; V0 runs whole-prompt prefill steps that decode
+nothing), none after a preemption, as vLLM, (5) charges the step's latency from the
+profile and (6) applies the sampled outcome when the step ends.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.batch import RunningBatch
-from nightjar.sim.config import DraftKVMode, SimConfig
+from nightjar.sim.config import DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
@@ -52,12 +54,14 @@ def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
 class _Plan:
     """What the scheduler settled for one step."""
 
-    n_decode: int  # the first n_decode running requests decode; the rest were admitted
+    n_decode: int  # the first n_decode running requests decode; the rest prefill
     gammas: np.ndarray  # per decoding request, after clamps
     g_max: int
     clamped: bool
     prefill_tokens: int
     mean_ctx: float
+    chunks: np.ndarray  # prompt tokens prefilled this step by each request from prefill_from
+    prefill_from: int  # n_decode, except a V0 prefill-only step (decodes idle: 0 and len)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,7 @@ class Engine:
         # (Profile.clamp, shared with the policies and the memory controller) and
         # counted (``context_clamped_steps`` in the run's summary), never extrapolated.
         self.context_clamped_steps = 0
+        self._draft_prefilled = False  # the draft ran over this step's prompt chunks
         # Idle longer than this with no transfer under way means no event can ever
         # admit the head of the queue: the longest the memory controller may hold
         # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
@@ -159,23 +164,25 @@ class Engine:
         return max(0.0, min(pending, arrival, now + IDLE_POLL_S) - now)
 
     # -- one step -----------------------------------------------------------------
-    def _context(self, now: float) -> StepContext:
+    def _context(self, now: float, n: int) -> StepContext:
+        """What the policy sees: the ``n`` decoding requests (not the prefilling ones)."""
         b = self.batch
         led = self.ledger
         ids = true_acc = est = None
-        if self.wants_requests and len(b):
-            ids = b.rid.tolist()
-            true_acc = led.alpha[b.rid].tolist()
-            est = ((led.accepted[b.rid] + 1.0) / (led.drafted[b.rid] + 2.0)).tolist()
+        rid = b.rid[:n]
+        if self.wants_requests and n:
+            ids = rid.tolist()
+            true_acc = led.alpha[rid].tolist()
+            est = ((led.accepted[rid] + 1.0) / (led.drafted[rid] + 2.0)).tolist()
         return StepContext(
             now=now,
-            batch_size=len(b),
+            batch_size=n,
             num_waiting=len(self.waiting),
             kv_free_blocks=self.pool.free,
             kv_total_blocks=self.pool.total - self.pool.reclaim_pending,
             draft_resident=self.draft.resident,
             gamma_max=self.cfg.gamma_max,
-            mean_context_len=float(b.ctx.mean()) if len(b) else 0.0,
+            mean_context_len=float(b.ctx[:n].mean()) if n else 0.0,
             arrival_rate_rps=self._arrival_rate(now),
             request_ids=ids,
             acceptance_estimates=est,
@@ -197,22 +204,57 @@ class Engine:
         return step_s
 
     def _schedule(self, now: float) -> _Plan:
-        """Decide gamma, make room in the KV pool, admit what fits."""
+        """Decide gamma, make room in the KV pool, fill the token budget with prompts."""
         b = self.batch
-        ctx = self._context(now)
+        if self.cfg.engine is SchedulerMode.V0 and self.waiting:
+            plan = self._prefill_only(now)
+            if plan is not None:
+                return plan
+        n = b.decoding()
+        ctx = self._context(now, n)
         step = self.driver.plan(ctx)
+        before = len(b)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
-        gammas = self._gammas(step.decision, len(b))
+        gammas = self._gammas(step.decision, min(n, len(b)))
         grown, cut = self._grow_kv(gammas)
-        preempted = grown or len(b) < ctx.batch_size
-        n = len(b)
+        preempted = grown or len(b) < before
+        n = min(n, len(b))
         gammas = gammas[:n]
-        budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
-        prefill_tokens = 0 if preempted else self._admit(budget)
+        if self.cfg.engine is SchedulerMode.V0:
+            chunks = np.zeros(0, dtype=np.int64)
+        else:
+            budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
+            chunks = self._continue_prefill(n, budget)
+            # Admission only once every partial prefill got its chunk (vLLM serves
+            # the running queue before the waiting one).
+            if not preempted and chunks.size == len(b) - n:
+                chunks = np.concatenate((chunks, self._admit(budget - int(chunks.sum()))))
         return _Plan(
             n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
             clamped=step.clamped or cut,
-            prefill_tokens=prefill_tokens, mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
+            prefill_tokens=int(chunks.sum()), mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
+            chunks=chunks, prefill_from=n,
+        )
+
+    def _prefill_only(self, now: float) -> _Plan | None:
+        """V0: a step that prefills whole admitted prompts and decodes nothing, or None
+        when no waiting prompt fits (the step then decodes)."""
+        b = self.batch
+        n = len(b)
+        chunks = self._admit(self.cfg.max_num_batched_tokens, whole=True)
+        if not chunks.size:
+            return None
+        # The step runs no decode: the policy is not asked, the controller still steps.
+        ctx = self._context(now, 0)
+        step = self.driver.plan(ctx)
+        self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
+        n = min(n, len(b))
+        chunks = chunks[: len(b) - n]  # a reload may have preempted admissions
+        if not chunks.size:
+            return None
+        return _Plan(
+            n_decode=0, gammas=np.zeros(0, dtype=np.int64), g_max=0, clamped=False,
+            prefill_tokens=int(chunks.sum()), mean_ctx=0.0, chunks=chunks, prefill_from=n,
         )
 
     def _latency(self, plan: _Plan) -> tuple[float, float]:
@@ -221,6 +263,7 @@ class Engine:
         sync = self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident
         chunk = profile.max_prefill_tokens
         step_s = switch_s = 0.0
+        self._draft_prefilled = False
         if n:
             ctx = plan.mean_ctx
             if profile.off_grid(n, ctx):  # priced at the table's edge by Profile.clamp
@@ -233,12 +276,14 @@ class Engine:
             elif sync:
                 step_s += profile.draft_forward_s(n, ctx)
         if plan.prefill_tokens:
-            step_s += chunked_prefill_s(profile.prefill_time_s, plan.prefill_tokens, chunk)
+            # One forward runs the decode tokens and the prompt chunks together: the
+            # chunks cost what they add on top of the decode's tokens.
+            base = n + int(plan.gammas.sum())
+            p = plan.prefill_tokens
+            step_s += _added_s(profile.prefill_time_s, base, p, chunk)
             if self.draft.resident and (plan.g_max > 0 or sync):
-                step_s += chunked_prefill_s(
-                    profile.draft_prefill_time_s, plan.prefill_tokens, chunk
-                )
-                b.lag[n:] = 0
+                step_s += _added_s(profile.draft_prefill_time_s, base, p, chunk)
+                self._draft_prefilled = True
         step_s += switch_s + self.draft.take_step_overhead_s()
         return float(step_s), float(switch_s)
 
@@ -258,12 +303,8 @@ class Engine:
         lag[gammas > 0] = 0
         if not (self.draft.resident and self.cfg.draft_kv_mode is DraftKVMode.SYNC):
             lag[gammas == 0] += emitted[gammas == 0]
-        if len(b) > n:  # admitted this step: the prefill emits the first token
-            new = b.rid[n:]
-            first = np.isnan(led.first_token_s[new])
-            led.first_token_s[new[first]] = end
-            led.generated[new] += 1
-            b.ctx[n:] += 1
+        if plan.chunks.size:
+            self._prefilled(plan, end)
         done = led.generated[b.rid] >= led.output[b.rid]
         if done.any():
             led.finish_s[b.rid[done]] = end
@@ -272,6 +313,22 @@ class Engine:
             b.keep(~done)
         self.draft.after_step(self._preempt_last)
         return _Decoded(rid, acc, emitted)
+
+    def _prefilled(self, plan: _Plan, end: float) -> None:
+        """Advance the prefilling requests; a finished prefill emits the first token."""
+        b, led = self.batch, self.ledger
+        rows = slice(plan.prefill_from, plan.prefill_from + plan.chunks.size)
+        b.ctx[rows] += plan.chunks
+        b.todo[rows] -= plan.chunks
+        if not self._draft_prefilled:
+            b.lag[rows] += plan.chunks
+        ready = b.todo[rows] == 0
+        new = b.rid[rows][ready]
+        first = np.isnan(led.first_token_s[new])
+        led.first_token_s[new[first]] = end
+        led.generated[new] += 1
+        ctx = b.ctx[rows]  # a view into the batch
+        ctx[ready] += 1
 
     def _record(
         self, now: float, plan: _Plan, step_s: float, switch_s: float, decoded: _Decoded
@@ -324,7 +381,8 @@ class Engine:
         return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
 
     def _grow_kv(self, gammas: np.ndarray) -> tuple[bool, bool]:
-        """Reserve blocks for ``ctx + gamma + 1`` tokens; preempt newest if short.
+        """Reserve blocks for ``ctx + gamma + 1`` tokens of each decoding request;
+        preempt the newest (prefilling requests first) if short.
 
         Returns (preempted, lookahead cut): the cut overrides the policy's gamma, so
         the step is reported ``clamped`` and learning policies skip it.
@@ -332,14 +390,15 @@ class Engine:
         b, pool = self.batch, self.pool
         preempted = cut = False
         while len(b):
-            need = _blocks_for(b.ctx + gammas[: len(b)] + 1, self.block_size) - b.blocks
+            n = min(gammas.size, len(b))
+            need = _blocks_for(b.ctx[:n] + gammas[:n] + 1, self.block_size) - b.blocks[:n]
             np.maximum(need, 0, out=need)
             total = int(need.sum())
             if total <= pool.free:
                 pool.allocate(total)
-                b.blocks += need
+                b.blocks[:n] += need
                 return preempted, cut
-            if len(b) == 1 and gammas[0] > 0:
+            if len(b) == 1 and gammas.size and gammas[0] > 0:
                 # Only the lookahead does not fit: the oldest request speculates as far
                 # as the pool lets it instead of preempting itself forever.
                 room = (pool.free + int(b.blocks[0])) * self.block_size - int(b.ctx[0]) - 1
@@ -362,34 +421,73 @@ class Engine:
         b.truncate(len(b) - 1)
         return True
 
-    def _admit(self, budget: int) -> int:
-        """Admit waiting requests FCFS; returns their prefill tokens.
+    def _continue_prefill(self, n: int, budget: int) -> np.ndarray:
+        """V1: the next chunk of each running request still in prefill (after the
+        ``n`` decoding ones), in order, while the budget and free blocks last."""
+        b, pool, bs = self.batch, self.pool, self.block_size
+        chunks: list[int] = []
+        for i in range(n, len(b)):
+            take = min(int(b.todo[i]), budget)
+            if take <= 0:
+                break
+            need = max(int(_blocks_for(b.ctx[i] + take + 1, bs)) - int(b.blocks[i]), 0)
+            if need > pool.free:
+                break
+            pool.allocate(need)
+            b.blocks[i] += need
+            chunks.append(take)
+            budget -= take
+        return np.asarray(chunks, dtype=np.int64)
 
-        A recomputed request prefills its prompt plus what it had generated. A
-        prompt larger than the whole budget is still admitted when it is the
-        step's first, standing in for vLLM's chunked prefill over several steps.
+    def _admit(self, budget: int, *, whole: bool = False) -> np.ndarray:
+        """Admit waiting requests FCFS; returns the prompt tokens each prefills now.
+
+        A recomputed request prefills its prompt plus what it had generated. V1
+        (``whole`` false): the last admitted prompt takes what is left of the budget
+        and continues in later steps (chunked prefill). V0 (``whole``): only whole
+        prompts, and one larger than the whole budget is still admitted when it is
+        the step's first (vLLM V0 raises the budget to the model's length).
         """
         led, pool, bs = self.ledger, self.pool, self.block_size
+        empty = np.zeros(0, dtype=np.int64)
         rids: list[int] = []
         tokens: list[int] = []
+        chunks: list[int] = []
         free = pool.free
         slots = self.cfg.max_num_seqs - len(self.batch)
         total = 0
-        while self.waiting and len(rids) < slots:
+        while self.waiting and len(rids) < slots and total < budget:
             rid = self.waiting[0]
             t = int(led.prompt[rid] + led.generated[rid])
-            nb = -(-(t + 1) // bs)
-            if nb > free or (rids and total + t > budget):
+            take = t
+            if t > budget - total:
+                if whole and rids:
+                    break
+                take = t if whole else budget - total
+            nb = -(-(take + 1) // bs)
+            if nb > free:
                 break
             self.waiting.popleft()
             rids.append(rid)
             tokens.append(t)
+            chunks.append(take)
             free -= nb
-            total += t
+            total += take
         if not rids:
-            return 0
-        ctx = np.asarray(tokens, dtype=np.int64)
-        blocks = _blocks_for(ctx + 1, bs)
+            return empty
+        chunk = np.asarray(chunks, dtype=np.int64)
+        blocks = _blocks_for(chunk + 1, bs)
         pool.allocate(int(blocks.sum()))
-        self.batch.append(np.asarray(rids, dtype=np.int64), ctx, blocks, ctx.copy())
-        return total
+        zeros = np.zeros(len(rids), dtype=np.int64)
+        todo = np.asarray(tokens, dtype=np.int64)
+        self.batch.append(np.asarray(rids, dtype=np.int64), zeros, blocks, zeros.copy(), todo)
+        return chunk
+
+
+def _added_s(time_s: Callable[[int], float], base: int, tokens: int, chunk: int) -> float:
+    """What ``tokens`` prompt tokens add to a forward already running ``base`` tokens,
+    by the profile's prefill curve (chunked beyond its largest measured size)."""
+    if base <= 0:
+        return chunked_prefill_s(time_s, tokens, chunk)
+    added = chunked_prefill_s(time_s, base + tokens, chunk) - chunked_prefill_s(time_s, base, chunk)
+    return max(added, 0.0)

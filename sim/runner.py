@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
+from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.policy import PolicyEnv, make_policy
 from nightjar.priors import parse_prior
 from nightjar.profile import Profile
 from nightjar.records import RunResult
-from nightjar.sim.config import SimConfig
+from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.fit import OnUnfit, fit_or_refuse
 from nightjar.sim.ledger import Ledger
@@ -62,8 +63,13 @@ def policy_env(
     (:func:`nightjar.priors.parse_prior`); the oracle always gets the exact profile
     as ``truth``.
     """
+    latency = parse_prior(prior, profile)
+    if cfg.draft_kv_mode is DraftKVMode.SYNC and isinstance(latency, Profile):
+        # In sync mode the engine charges a draft forward on every gamma 0 step
+        # (Engine._latency); the policy's prior must price the same step.
+        latency = SyncedDraftLatency(latency)
     return PolicyEnv(
-        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=parse_prior(prior, profile),
+        gamma_max=cfg.gamma_max, seed=cfg.seed, latency=latency,
         truth=profile, acceptance_prior=acceptance_prior(trace, profile),
     )
 

@@ -173,3 +173,48 @@ def test_a_small_profile_bounds_the_batch_and_chunks_long_prefills(a100: Profile
     t = small.prefill_time_s
     assert chunked_prefill_s(t, 600, 256) == pytest.approx(2 * t(256) + t(88))
     assert chunked_prefill_s(t, 256, 256) == pytest.approx(t(256))
+
+
+def _long_prompt_trace() -> Trace:
+    """Four short requests decoding, then one 3000-token prompt arriving among them."""
+    n = 5
+    return Trace(
+        name="long-prompt", seed=0,
+        arrival_s=np.array([0.0, 0.0, 0.0, 0.0, 0.05]),
+        prompt_tokens=np.array([50, 50, 50, 50, 3000]),
+        output_tokens=np.array([200, 200, 200, 200, 10]),
+        workload=np.array(["sharegpt"] * n, dtype=object),
+        acceptance=np.full(n, np.nan), prompts=None,
+    )
+
+
+def test_v1_splits_a_long_prompt_over_mixed_steps(a100: Profile) -> None:
+    from nightjar.sim import SchedulerMode
+
+    trace = _long_prompt_trace()
+    cfg = SimConfig(seed=1, max_num_batched_tokens=1024, engine=SchedulerMode.V1)
+    result = simulate(trace, a100, "fixed:2", cfg)
+    assert_complete(result, trace)
+    steps = result.steps_frame()
+    long = steps[steps["prefill_tokens"] > 0].iloc[1:]  # after the four short prompts
+    # 3000 tokens under a 1024-token budget shared with four decodes of 1 + 2 tokens.
+    assert len(long) == 3
+    assert (long["batch_size"] == 4).all()  # every chunk ran with the decodes
+    assert (long["prefill_tokens"] + 4 * 3 <= 1024).all()
+    assert long["prefill_tokens"].sum() == 3000
+    first = result.requests_frame().set_index("request_id").loc[4, "first_token_s"]
+    last_chunk = long.iloc[-1]
+    assert first == pytest.approx(last_chunk["time_s"] + last_chunk["step_time_s"])
+
+
+def test_v0_runs_prefill_only_steps(a100: Profile) -> None:
+    from nightjar.sim import SchedulerMode
+
+    trace = _long_prompt_trace()
+    cfg = SimConfig(seed=1, max_num_batched_tokens=1024, engine=SchedulerMode.V0)
+    result = simulate(trace, a100, "fixed:2", cfg)
+    assert_complete(result, trace)
+    steps = result.steps_frame()
+    prefill = steps[steps["prefill_tokens"] > 0]
+    assert (prefill["batch_size"] == 0).all()  # no decode in a prefill step
+    assert list(prefill["prefill_tokens"]) == [200, 3000]  # whole prompts, one step each

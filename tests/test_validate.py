@@ -83,6 +83,34 @@ def test_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_agreement_ranks_policies_and_catches_a_swap(tmp_path: Path) -> None:
+    from nightjar.validate import agreement
+
+    trace, profile = load_trace("steady_low"), load_profile(DEFAULT_PROFILE)
+    nospec = simulate(trace, profile, "nospec")
+    fixed = simulate(trace, profile, "fixed:3")
+    same = agreement([(nospec, nospec), (fixed, fixed)])
+    assert same.same_ranking
+    assert (same.errors["error_pct"].abs() < 1e-9).all()
+    # A simulator that swapped the two policies' outcomes ranks them the other way.
+    swapped = agreement([(nospec, fixed), (fixed, nospec)])
+    assert not swapped.same_ranking
+    assert set(swapped.ranking["by"]) == {"mean E2E", "throughput"}
+
+
+def test_cli_folder_of_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace, profile = load_trace("steady_low"), load_profile(DEFAULT_PROFILE)
+    cfg = SimConfig(max_num_seqs=64, max_num_batched_tokens=2048)
+    runs = [simulate(trace, profile, p, cfg) for p in ("nospec", "fixed:3")]
+    write_all(ResultSet.build(runs), tmp_path / "runs")
+    code = main(["validate", "--live-run", str(tmp_path / "runs"), "--profile", DEFAULT_PROFILE,
+                 "--out", str(tmp_path / "v")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "ranks the policies as the engine did: yes" in out
+    assert (tmp_path / "v" / "ranking.csv").is_file()
+
+
 def test_short_contexts_under_a_128_grid_are_priced_at_its_edge(
     run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

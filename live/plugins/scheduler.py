@@ -29,11 +29,12 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
 from nightjar.arrivals import ArrivalRate
+from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.driver import StepDriver
 from nightjar.live.plugins.message import attach, message_of
 from nightjar.live.plugins.startup import reports_startup_errors
 from nightjar.live.plugins.stepstats import StepStats
-from nightjar.live.profiling.latency import load_latency
+from nightjar.live.profiling.latency import Clamped, load_latency
 from nightjar.live.residency.coordinator import (
     Residency,
     draft_weight_bytes,
@@ -66,6 +67,9 @@ class NightjarSchedulerMixin:
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
         latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
+        if isinstance(latency, Clamped) and self.nj.draft_kv == "sync":
+            # vLLM runs the draft on every K = 0 step; the profile's gamma-0 row does not.
+            latency = SyncedDraftLatency(latency)
         policy = make_policy(
             self.nj.policy,
             PolicyEnv(

@@ -101,6 +101,9 @@ class StepStats:
                 accepted=accepted,
                 emitted=emitted,
                 clamped=clamped,
+                # The prompt chunks of a mixed step: their time is admission's, not
+                # the verified gamma's (policies learn decode cost from the rest).
+                prefill_tokens=prefill,
                 request_ids=req_ids,
                 per_request_accepted=per_accepted,
                 per_request_drafted=per_drafted,

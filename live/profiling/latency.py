@@ -195,6 +195,12 @@ class Clamped:
         c = min(max(context_len, p.min_context_len), p.max_context_len)
         return p.step_time_s(b, min(max(gamma, 0), p.gamma_max), c)
 
+    def draft_forward_s(self, batch_size: int, context_len: float) -> float:
+        p = self.profile
+        b = min(max(batch_size, p.min_batch_size), p.max_batch_size)
+        c = min(max(context_len, p.min_context_len), p.max_context_len)
+        return p.draft_forward_s(b, c)
+
 
 def load_latency(name_or_path: str) -> tuple[LatencyModel, float | None]:
     """A step-table JSON file, or a nightjar profile (bundled name or path), with the

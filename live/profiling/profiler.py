@@ -55,15 +55,23 @@ Progress = Callable[[str], None]
 Tick = Callable[[str, int, int], None]
 
 
+# Prompt length of the measured prefill steps: a typical prompt, not the longest
+# context (a long prompt's attention would make every prefill step look dear).
+PREFILL_PROMPT = 512
+
+
 @dataclass(frozen=True, slots=True)
 class ProfilePlan:
     target: str  # local directories
     draft: str
     target_name: str  # names stored in the profile
     draft_name: str
-    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
+    # 512 (every decode point prefills B prompts of its context first, so 1024 at
+    # B = 64 alone would add minutes): a lookup outside is priced at the edge.
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     gammas: tuple[int, ...] = (0, 1, 2, 3)
-    contexts: tuple[int, ...] = (128, 512)
+    contexts: tuple[int, ...] = (32, 512)
     # The simulator prices prefill steps up to its token budget (8192) and a reload's
     # draft rebuild at 4096 tokens
     # (and a draft catch-up can be a single token), so the defaults run from 1 to 8192.
@@ -101,7 +109,7 @@ class ProfilePlan:
         over prompts of about the largest context (longer only where the largest batch
         size would not hold them), as a burst of arrivals is; one 2k-token prompt would
         charge every prefill step its long attention."""
-        longest = max(max(self.contexts), -(-n // max(self.batch_sizes)))
+        longest = max(min(max(self.contexts), PREFILL_PROMPT), -(-n // max(self.batch_sizes)))
         cap = min(self.max_model_len - 2, longest)
         return [cap] * (n // cap) + ([n % cap] if n % cap else [])
 

@@ -66,13 +66,17 @@ def add_parser(sub: Any) -> None:
         "--context", type=float, default=512.0, help="context length for --show (default 512)"
     )
     m = p.add_argument_group("measured profiling (vLLM)")
-    m.add_argument("--batch-sizes", default="1,2,4,8,16,32", help="decode batch sizes")
+    m.add_argument("--batch-sizes", default="1,2,4,8,16,32,64",
+                   help="decode batch sizes (default up to `nightjar live`'s max_num_seqs)")
     m.add_argument("--gammas", default="0,1,2,3", help="speculation lengths, 0..G")
-    m.add_argument("--contexts", default="128,512", help="mean decode context lengths")
+    m.add_argument("--contexts", default="32,512",
+                   help="mean decode context lengths (default: short chat turns to 512; "
+                   "lookups outside are priced at the edge)")
     m.add_argument(
         "--prefill-lengths",
         default="1,16,64,256,1024,4096,8192",
-        help="prefill step sizes in tokens (split into prompts of at most the largest context)",
+        help="prefill step sizes in tokens (split into prompts of at most 512 tokens, or "
+        "the largest context when smaller)",
     )
     m.add_argument(
         "--output-tokens", type=int, default=32, help="tokens decoded per measured request"

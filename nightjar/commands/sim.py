@@ -58,6 +58,14 @@ def add_parser(sub: Any) -> None:
                    help="move the draft to host memory under KV pressure")
     p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
                    help="how a reload takes back its KV blocks")
+    p.add_argument("--engine", choices=["v1", "v0"], default="v1",
+                   help="scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under "
+                   "the token budget (decodes first); v0 = prefill-only steps, as the paper's "
+                   "engine (docs/simulator.md)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192,
+                   help="tokens one step may schedule, decodes and prompt chunks together")
+    p.add_argument("--max-num-seqs", type=int, default=256,
+                   help="running requests at most (capped at the profile's largest batch)")
     p.add_argument("--no-oracle", action="store_true", help="skip the oracle run used for regret")
     p.add_argument(
         "--max-model-len", type=int, default=None, metavar="N",
@@ -125,6 +133,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         DraftKVMode,
         OnUnfit,
         ReloadMode,
+        SchedulerMode,
         SimConfig,
         check_policies,
         fit_or_refuse,
@@ -136,6 +145,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
         raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
     if args.gamma_max < 1:
         raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
+    if args.max_num_batched_tokens < 1 or args.max_num_seqs < 1:
+        raise NightjarInputError("--max-num-batched-tokens and --max-num-seqs must be >= 1")
     if not 0 <= args.seed <= MAX_SEED - args.seeds + 1:
         raise NightjarInputError(
             f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}"
@@ -160,6 +171,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
         seed=args.seed, gamma_max=args.gamma_max, draft_kv_mode=DraftKVMode(args.draft_kv),
         acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
         reload_mode=ReloadMode(args.reload), max_model_len=args.max_model_len,
+        engine=SchedulerMode(args.engine),
+        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
     )
     check_policies(runs, trace, profile, cfg)
     on_unfit = OnUnfit(args.on_unfit)
