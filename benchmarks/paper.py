@@ -48,7 +48,7 @@ import numpy as np
 from nightjar.metrics import summarize
 from nightjar.profile import load_profile
 from nightjar.regret import regret
-from nightjar.sim import DraftKVMode, SimConfig, simulate
+from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
 from nightjar.sim.runner import request_acceptance
 from nightjar.stats import Interval, mean_interval
 from nightjar.trace import Trace, load_trace, materialize
@@ -170,9 +170,13 @@ def _head(t: Trace, n: int) -> Trace:
 def run_group(g: Group) -> list[dict[str, float | str]]:
     trace = make_trace(g.trace, g.seed)
     profile = load_profile(g.profile)
-    # The paper's engine skips the draft at gamma 0 and rebuilds its KV cache when
-    # speculation resumes (docs/simulator.md); vLLM's own default keeps it in sync.
-    cfg = SimConfig(seed=g.seed, gamma_max=GAMMA_MAX, draft_kv_mode=DraftKVMode.SKIP)
+    # The paper's engine (vLLM v0) runs prefill-only steps and skips the draft at
+    # gamma 0, rebuilding its KV cache when speculation resumes (docs/simulator.md);
+    # vLLM V1's defaults (chunked prefill, draft kept in sync) are this repo's.
+    cfg = SimConfig(
+        seed=g.seed, gamma_max=GAMMA_MAX, engine=SchedulerMode.V0,
+        draft_kv_mode=DraftKVMode.SKIP,
+    )
     alpha = request_acceptance(trace, profile, g.seed)
     results = {}
     for label, spec, prior, offload in g.runs:
