@@ -21,7 +21,9 @@ def test_nightjar_code_speculates_below_the_gate(
     spec = EngineSpec(str(tiny.target), str(tiny.draft), settings, max_model_len=256,
                       max_num_seqs=8, kv_cache_bytes=32 << 20)
     with make_llm(spec) as llm:
-        run_greedy(llm, prompts, [32] * len(prompts))
+        # 64 tokens each: enough decode steps (> 10) even where the six requests
+        # decode together and speculation emits several tokens per step.
+        run_greedy(llm, prompts, [64] * len(prompts))
     result = read_log(log)
     chosen = [c for s, c in zip(result.steps, result.chosen_gamma, strict=True)
               if s.batch_size > 0]

@@ -42,9 +42,11 @@ DISCONNECT_EVERY = 8  # request i % 8 == 7: a streaming client that hangs up ear
 PROMPTS = [" ".join(f"w{(7 * i + 3 * j) % 1500 + 5}" for j in range(6 + i)) for i in range(12)]
 # Engine steps (counted by the scheduler) at which an offload / reload is forced.
 # Forced offload/reload cycles, in milliseconds after the engine's first step (the
-# load starts then and lasts 5-20 s on 2 shared cores): time keys, unlike step keys,
-# keep every phase inside the load however many steps a loaded machine needs.
-FORCED = "t300:offload,t1000:reload,t1700:offload,t2400:reload,t3100:offload,t3800:reload"
+# load starts then and lasts 2.5-3 s on 2 quiet cores, 5-20 s on a loaded machine):
+# time keys, unlike step keys, keep every phase inside the load however many steps a
+# loaded machine needs; at most one fires per step, in order, so a slow machine runs
+# them on consecutive steps. All six must fall inside the quiet machine's load.
+FORCED = "t150:offload,t450:reload,t750:offload,t1050:reload,t1350:offload,t1650:reload"
 # The worker's 1st reload and 2nd offload raise (test-only hook, live/plugins/worker.py).
 FAULTS = "reload:1,offload:2"
 
