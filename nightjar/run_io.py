@@ -7,7 +7,6 @@ wall time, ...) come back as ``RunResult.extra``.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import fields
 from pathlib import Path
@@ -18,6 +17,9 @@ import pandas as pd
 from nightjar.errors import NightjarInputError
 from nightjar.metrics import Slo, Stat, Summary
 from nightjar.records import RequestRecord, RunResult, StepRecord
+
+# The CSV reader's typed, cell-checked conversion serves parquet tables too.
+from nightjar.validate import _records as records_of
 
 # Columns of summary.json that are not engine extras.
 _ROW_KEYS = {"slug", "profile", "seed", "regret_pct", "regret_s", "ptl_s"}
@@ -44,16 +46,8 @@ def _parquet(path: Path) -> pd.DataFrame:
         raise NightjarInputError(f"{path}: reading parquet needs pyarrow") from None
 
 
-def _records(frame: pd.DataFrame, cls: Any) -> list[Any]:
-    names = [f.name for f in fields(cls) if f.name in frame.columns]
-    required = {
-        f.name for f in fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    }
-    absent = required - set(names)
-    if absent:
-        raise ValueError(f"missing column {sorted(absent)[0]}")
-    return [cls(**{str(k): v for k, v in row.items()}) for row in frame[names].to_dict("records")]
+def _table(path: Path, cls: Any) -> list[Any]:
+    return records_of(_parquet(path), cls, path)
 
 
 def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
@@ -82,8 +76,8 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
                 policy=str(meta["policy"]), engine=str(meta["engine"]),
                 trace=str(meta["trace"]), profile=str(meta.get("profile", "")),
                 seed=int(meta.get("seed", 0)), duration_s=float(meta["duration_s"]),
-                requests=_records(_parquet(folder / "requests.parquet"), RequestRecord),
-                steps=_records(_parquet(folder / "steps.parquet"), StepRecord),
+                requests=_table(folder / "requests.parquet", RequestRecord),
+                steps=_table(folder / "steps.parquet", StepRecord),
             )
         else:
             run = load_run(folder)
