@@ -178,6 +178,52 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
     )
 
 
+STEP_KINDS = ("decode", "mixed", "prefill")
+
+
+def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
+    """Every live step's composition priced by the simulator's price function.
+
+    Per kind of step (pure ``decode``; ``mixed``: decodes and prompt tokens in one
+    step; ``prefill``: prompt tokens only): steps, their measured and priced total
+    seconds, the error of the total, the median per-step error and |error|, and the
+    steps priced at a table's edge. This isolates the step-price model from
+    scheduling: the same steps, not the simulator's own.
+    """
+    from nightjar.policy import spec_needs_draft
+    from nightjar.sim.price import StepShape, price_step
+
+    s = run.steps_frame()
+    s = s[(s["batch_size"] > 0) | (s["prefill_tokens"] > 0)]
+    s = s[s["gamma"] <= profile.gamma_max]
+    loaded = spec_needs_draft(run.policy)
+    priced, edge = [], []
+    for n, g, d, c, p in zip(s["batch_size"], s["gamma"], s["drafted"], s["mean_context_len"],
+                             s["prefill_tokens"], strict=True):
+        price = price_step(profile, StepShape(
+            n_decode=int(n), g_max=int(g), drafted=int(d), mean_ctx=float(c),
+            prefill_tokens=int(p), draft_loaded=loaded, sync=sync,
+        ))
+        priced.append(price.total_s)
+        edge.append(price.off_grid)
+    kind = np.where(s["prefill_tokens"] == 0, "decode",
+                    np.where(s["batch_size"] > 0, "mixed", "prefill"))
+    s = s.assign(priced_s=priced, edge=edge, kind=kind)
+    s = s.assign(error_pct=100.0 * (s["priced_s"] / s["step_time_s"] - 1.0))
+    rows = []
+    for k in STEP_KINDS:
+        g = s[s["kind"] == k]
+        if g.empty:
+            continue
+        live_s, sim_s = float(g["step_time_s"].sum()), float(g["priced_s"].sum())
+        rows.append({"kind": k, "steps": len(g), "live_s": live_s, "priced_s": sim_s,
+                     "total_error_pct": 100.0 * (sim_s / live_s - 1.0) if live_s else np.nan,
+                     "median_error_pct": float(g["error_pct"].median()),
+                     "median_abs_error_pct": float(g["error_pct"].abs().median()),
+                     "at_edge": int(g["edge"].sum())})
+    return pd.DataFrame(rows)
+
+
 def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:
     """One row per metric: live, sim, and the sim's error relative to live."""
     a, b = summarize(live).as_dict(), summarize(sim).as_dict()

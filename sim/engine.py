@@ -25,7 +25,6 @@ from nightjar.arrivals import ARRIVAL_WINDOW_S
 from nightjar.driver import StepDriver
 from nightjar.errors import NightjarInputError
 from nightjar.policy import Policy, spec_needs_draft
-from nightjar.prefill import chunked_prefill_s
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
@@ -35,6 +34,7 @@ from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft
+from nightjar.sim.price import StepShape, price_step
 from nightjar.types import Decision, StepContext, StepOutcome
 
 # An idle engine (requests waiting, none admissible, nothing running) looks again
@@ -259,33 +259,19 @@ class Engine:
 
     def _latency(self, plan: _Plan) -> tuple[float, float]:
         """The step's duration and the part of it that was the draft's catch-up."""
-        b, n, profile = self.batch, plan.n_decode, self.profile
-        sync = self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident
-        chunk = profile.max_prefill_tokens
-        step_s = switch_s = 0.0
-        self._draft_prefilled = False
-        if n:
-            ctx = plan.mean_ctx
-            if profile.off_grid(n, ctx):  # priced at the table's edge by Profile.clamp
-                self.context_clamped_steps += 1
-            step_s += self._decode_time(n, plan.gammas, plan.g_max, ctx)
-            if plan.g_max > 0:
-                lag = int(b.lag[:n][plan.gammas > 0].sum())
-                if lag:
-                    switch_s = chunked_prefill_s(profile.draft_prefill_time_s, lag, chunk)
-            elif sync:
-                step_s += profile.draft_forward_s(n, ctx)
-        if plan.prefill_tokens:
-            # One forward runs the decode tokens and the prompt chunks together: the
-            # chunks cost what they add on top of the decode's tokens.
-            base = n + int(plan.gammas.sum())
-            p = plan.prefill_tokens
-            step_s += _added_s(profile.prefill_time_s, base, p, chunk)
-            if self.draft.resident and (plan.g_max > 0 or sync):
-                step_s += _added_s(profile.draft_prefill_time_s, base, p, chunk)
-                self._draft_prefilled = True
-        step_s += switch_s + self.draft.take_step_overhead_s()
-        return float(step_s), float(switch_s)
+        b, n = self.batch, plan.n_decode
+        lag = int(b.lag[:n][plan.gammas > 0].sum()) if plan.g_max > 0 else 0
+        price = price_step(self.profile, StepShape(
+            n_decode=n, g_max=plan.g_max, drafted=int(plan.gammas.sum()),
+            mean_ctx=plan.mean_ctx, prefill_tokens=plan.prefill_tokens,
+            draft_loaded=self.draft.resident,
+            sync=self.cfg.draft_kv_mode is DraftKVMode.SYNC, lag_tokens=lag,
+        ))
+        if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
+            self.context_clamped_steps += 1
+        self._draft_prefilled = price.draft_prefilled
+        step_s = price.total_s + self.draft.take_step_overhead_s()
+        return float(step_s), float(price.switch_s)
 
     def _postprocess(self, plan: _Plan, end: float) -> _Decoded:
         """Apply the sampled outcome at the step's end."""
@@ -364,21 +350,6 @@ class Engine:
     def _forget_draft_kv(self) -> None:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""
         self.batch.lag[:] = self.batch.ctx
-
-    def _decode_time(self, n: int, gammas: np.ndarray, g_max: int, mean_ctx: float) -> float:
-        timing = self.profile.decode_timing(n, g_max, mean_ctx)
-        g_mean = float(gammas.mean())
-        if g_mean == g_max:
-            return timing.step_s
-        # Per-request lengths: the draft runs g_max sequential passes, while the
-        # verifier's work follows the mean length; interpolate verify between the
-        # neighbouring integer gammas.
-        lo = int(g_mean)
-        frac = g_mean - lo
-        v_lo = self.profile.decode_timing(n, lo, mean_ctx).verify_s
-        v_hi = self.profile.decode_timing(n, lo + 1, mean_ctx).verify_s if frac else v_lo
-        overhead = timing.step_s - timing.draft_s - timing.verify_s
-        return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
 
     def _grow_kv(self, gammas: np.ndarray) -> tuple[bool, bool]:
         """Reserve blocks for ``ctx + gamma + 1`` tokens of each decoding request;
@@ -483,11 +454,3 @@ class Engine:
         self.batch.append(np.asarray(rids, dtype=np.int64), zeros, blocks, zeros.copy(), todo)
         return chunk
 
-
-def _added_s(time_s: Callable[[int], float], base: int, tokens: int, chunk: int) -> float:
-    """What ``tokens`` prompt tokens add to a forward already running ``base`` tokens,
-    by the profile's prefill curve (chunked beyond its largest measured size)."""
-    if base <= 0:
-        return chunked_prefill_s(time_s, tokens, chunk)
-    added = chunked_prefill_s(time_s, base + tokens, chunk) - chunked_prefill_s(time_s, base, chunk)
-    return max(added, 0.0)

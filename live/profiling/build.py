@@ -17,7 +17,12 @@ How each table is measured (the engines are described in nightjar.live.profiling
   vLLM runs one draft pass over the new tokens to keep the draft's KV current;
 - ``prefill[n]``: ``target_ms`` = the no-draft engine's prefill of n prompt tokens
   (whole steps); ``draft_ms`` = ``propose`` in the ``fixed:0`` engine's prefill of the
-  same prompts (one draft pass over the prompt tokens).
+  same prompts (one draft pass over the prompt tokens);
+- ``mixed[B, n]``: what n prompt tokens add to a decode step of B requests, in the
+  no-draft engine: the median step that ran the B decodes and the n prompt tokens
+  together, minus the median pure decode step of the same B in the same window (the
+  decodes run before and after the prompts arrive). This is how vLLM V1 serves a
+  prompt that arrives while others decode (chunked prefill mixes them).
 
 Every cell is the median over all matching steps of all repeats. Context C is the
 nominal one: prompts of ``C - output/2`` tokens decoding ``output`` tokens, so the
@@ -141,6 +146,40 @@ def prefill_cells(run: EngineRun) -> dict[int, tuple[float, float, int]]:
         n: (_median_ms([x[0] for x in xs]), _median_ms([x[1] for x in xs]), len(xs))
         for n, xs in samples.items()
     }
+
+
+def mixed_cells(run: EngineRun) -> dict[tuple[int, int], tuple[float, int]]:
+    """(B, n) -> (added_ms, mixed steps) over the ``mixed`` windows of B decodes and n
+    prompt tokens; a window without both a mixed step and a pure decode step of its B
+    (e.g. the engine split the prompts over two steps) is left out."""
+    mixed: dict[tuple[int, int], list[float]] = defaultdict(list)
+    plain: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for t in attribute(run):
+        w, s = t.window, t.step
+        if w is None or w.kind != "mixed" or s.batch_size != w.batch_size:
+            continue
+        key = (w.batch_size, w.context)
+        if s.prefill_tokens == w.context:
+            mixed[key].append(s.step_time_s)
+        elif not s.prefill_tokens:
+            plain[key].append(s.step_time_s)
+    return {
+        key: (round(max(_median_ms(xs) - _median_ms(plain[key]), 0.0), 5), len(xs))
+        for key, xs in mixed.items()
+        if plain.get(key)
+    }
+
+
+def mixed_rows(run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]) -> list[Any]:
+    """The ``mixed`` table ``[B, tokens, added_ms]`` (a full grid), or [] when not measured."""
+    if not batch_sizes or not tokens:
+        return []
+    cells = mixed_cells(run)
+    return [
+        [b, n, _need(cells, (b, n), f"mixed B={b} prompt tokens={n}")[0]]
+        for b in batch_sizes
+        for n in tokens
+    ]
 
 
 def acceptance(runs: list[EngineRun], kind: str) -> tuple[float, float, int] | None:

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         compare_summaries,
         load_runs,
         step_model_error,
+        step_replay,
         trace_of,
     )
 
@@ -99,10 +100,14 @@ def run(args: argparse.Namespace) -> int:
                 console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
                 if tmp is not None and len(runs) == 1:
                     steps.by_bucket.to_csv(tmp / "step_model.csv", index=False)
+            replay = step_replay(live, profile, args.draft_kv == "sync")
+            console.print(_table(replay, f"{live.policy}: every live step priced by the "
+                                 "simulator (same composition)"))
             console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))
             if tmp is not None:
                 name = "" if len(runs) == 1 else "-" + live.policy.replace(":", "-")
                 summary.to_csv(tmp / f"summary_comparison{name}.csv", index=False)
+                replay.to_csv(tmp / f"step_replay{name}.csv", index=False)
         if len(pairs) > 1:
             agree = agreement(pairs)
             console.print(_table(agree.errors, "agreement: live vs sim per policy"))
