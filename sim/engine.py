@@ -40,6 +40,8 @@ from nightjar.types import Decision, StepContext, StepOutcome
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
 IDLE_POLL_S = 0.01
+# Budget tokens vLLM V1 reserves per scheduled request for a draft model's slot.
+DRAFT_SLOTS = 1
 
 
 class SimulationStalled(NightjarInputError):
@@ -92,6 +94,12 @@ class Engine:
         # server would be: the whole pool for the target and nothing to offload.
         with_draft = spec_needs_draft(getattr(policy, "name", ""))
         self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=with_draft))
+        # vLLM V1 with a draft model reserves one more token of the step's input
+        # budget per scheduled request, decoding or prefilling
+        # (``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for draft_model):
+        # live mixed steps of B decodes at gamma 3 carry 2048 - B(3 + 2) - (prompts)
+        # prompt tokens. The paper's V0 engine has no such term.
+        self.draft_slots = DRAFT_SLOTS if with_draft and config.engine is SchedulerMode.V1 else 0
         self.draft: DraftMemory | NoDraft = (
             DraftMemory(env, self.pool, profile, config) if with_draft
             else NoDraft(lambda: float(env.now))
@@ -223,12 +231,14 @@ class Engine:
         if self.cfg.engine is SchedulerMode.V0:
             chunks = np.zeros(0, dtype=np.int64)
         else:
-            budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
+            slots = self.draft_slots
+            budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n * (1 + slots)
             chunks = self._continue_prefill(n, budget)
             # Admission only once every partial prefill got its chunk (vLLM serves
             # the running queue before the waiting one).
             if not preempted and chunks.size == len(b) - n:
-                chunks = np.concatenate((chunks, self._admit(budget - int(chunks.sum()))))
+                left = budget - int(chunks.sum()) - slots * chunks.size
+                chunks = np.concatenate((chunks, self._admit(left, extra=slots)))
         return _Plan(
             n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
             clamped=step.clamped or cut,
@@ -398,7 +408,7 @@ class Engine:
         b, pool, bs = self.batch, self.pool, self.block_size
         chunks: list[int] = []
         for i in range(n, len(b)):
-            take = min(int(b.todo[i]), budget)
+            take = min(int(b.todo[i]), budget - self.draft_slots)
             if take <= 0:
                 break
             need = max(int(_blocks_for(b.ctx[i] + take + 1, bs)) - int(b.blocks[i]), 0)
@@ -407,17 +417,18 @@ class Engine:
             pool.allocate(need)
             b.blocks[i] += need
             chunks.append(take)
-            budget -= take
+            budget -= take + self.draft_slots
         return np.asarray(chunks, dtype=np.int64)
 
-    def _admit(self, budget: int, *, whole: bool = False) -> np.ndarray:
+    def _admit(self, budget: int, *, whole: bool = False, extra: int = 0) -> np.ndarray:
         """Admit waiting requests FCFS; returns the prompt tokens each prefills now.
 
         A recomputed request prefills its prompt plus what it had generated. V1
         (``whole`` false): the last admitted prompt takes what is left of the budget
         and continues in later steps (chunked prefill). V0 (``whole``): only whole
         prompts, and one larger than the whole budget is still admitted when it is
-        the step's first (vLLM V0 raises the budget to the model's length).
+        the step's first (vLLM V0 raises the budget to the model's length). Each
+        admitted request also takes ``extra`` tokens of the budget (draft slots).
         """
         led, pool, bs = self.ledger, self.pool, self.block_size
         empty = np.zeros(0, dtype=np.int64)
@@ -426,15 +437,16 @@ class Engine:
         chunks: list[int] = []
         free = pool.free
         slots = self.cfg.max_num_seqs - len(self.batch)
-        total = 0
-        while self.waiting and len(rids) < slots and total < budget:
+        spent = 0  # budget used: prompt tokens and draft slots
+        while self.waiting and len(rids) < slots and spent + extra < budget:
             rid = self.waiting[0]
             t = int(led.prompt[rid] + led.generated[rid])
             take = t
-            if t > budget - total:
+            room = budget - spent - extra
+            if t > room:
                 if whole and rids:
                     break
-                take = t if whole else budget - total
+                take = t if whole else room
             nb = -(-(take + 1) // bs)
             if nb > free:
                 break
@@ -443,7 +455,7 @@ class Engine:
             tokens.append(t)
             chunks.append(take)
             free -= nb
-            total += take
+            spent += take + extra
         if not rids:
             return empty
         chunk = np.asarray(chunks, dtype=np.int64)
