@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.profiling.build import EngineRun, Window, mixed_cells, mixed_rows
+from nightjar.live.profiling.build import (
+    EngineRun,
+    Window,
+    mixed_cells,
+    mixed_rows,
+    mixed_rows_rebased,
+)
 from nightjar.output import write_all
 from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.records import StepRecord
@@ -102,7 +108,8 @@ def test_the_simulator_counts_mixed_lookups_at_the_edge(profile: Profile) -> Non
 
 
 def _step(t: float, dur: float, b: int, prefill: int) -> StepRecord:
-    return StepRecord(t, dur, b, 0, 0, prefill, 0, 0, b, 0, 100, "absent")
+    return StepRecord(t, dur, b, 0, 0, prefill, 0, 0, b, 0, 100, "absent",
+                      mean_context_len=40.0)
 
 
 def test_profiler_mixed_cells_subtract_the_windows_own_decode_steps() -> None:
@@ -113,8 +120,22 @@ def test_profiler_mixed_cells_subtract_the_windows_own_decode_steps() -> None:
     windows = [Window("mixed", 8, 256, 0.0, 1.5), Window("mixed", 8, 1024, 1.9, 3.0)]
     run = EngineRun(None, steps, [], windows, {}, 100)
     cells = mixed_cells(run)
-    assert cells == {(8, 256): (pytest.approx(400.0), 1)}
+    assert set(cells) == {(8, 256)}
+    cell = cells[(8, 256)]
+    assert (cell.added_ms, cell.decode_ms, cell.context, cell.steps) == (
+        pytest.approx(400.0), pytest.approx(100.0), 40.0, 1)
     assert mixed_rows(run, (8,), (256,)) == [[8, 256, pytest.approx(400.0)]]
+    # Added to a profile measured at another load: in that profile's time base, by the
+    # ratio to the decode step of the same window (here the profile's is 1.5x faster).
+    seen: list[tuple[int, float]] = []
+
+    def decode_ms(b: int, ctx: float) -> float:
+        seen.append((b, ctx))
+        return 66.6667
+
+    assert mixed_rows_rebased(run, (8,), (256,), decode_ms) == [
+        [8, 256, pytest.approx(266.667, rel=1e-4)]]
+    assert seen == [(8, 40.0)]
     with pytest.raises(NightjarInputError, match="mixed B=8 prompt tokens=1024"):
         mixed_rows(run, (8,), (256, 1024))
     assert mixed_rows(run, (), ()) == []

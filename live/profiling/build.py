@@ -34,6 +34,7 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,12 +149,20 @@ def prefill_cells(run: EngineRun) -> dict[int, tuple[float, float, int]]:
     }
 
 
-def mixed_cells(run: EngineRun) -> dict[tuple[int, int], tuple[float, int]]:
-    """(B, n) -> (added_ms, mixed steps) over the ``mixed`` windows of B decodes and n
-    prompt tokens; a window without both a mixed step and a pure decode step of its B
-    (e.g. the engine split the prompts over two steps) is left out."""
+@dataclass(frozen=True, slots=True)
+class MixedCell:
+    added_ms: float  # median mixed step minus median pure decode step
+    decode_ms: float  # that pure decode step: the window's own time base
+    context: float  # mean context of the decoding requests in those steps
+    steps: int
+
+
+def mixed_cells(run: EngineRun) -> dict[tuple[int, int], MixedCell]:
+    """(B, n) -> cell over the ``mixed`` windows of B decodes and n prompt tokens; a
+    window without both a mixed step and a pure decode step of its B (e.g. the engine
+    split the prompts over two steps) is left out."""
     mixed: dict[tuple[int, int], list[float]] = defaultdict(list)
-    plain: dict[tuple[int, int], list[float]] = defaultdict(list)
+    plain: dict[tuple[int, int], list[StepRecord]] = defaultdict(list)
     for t in attribute(run):
         w, s = t.window, t.step
         if w is None or w.kind != "mixed" or s.batch_size != w.batch_size:
@@ -162,23 +171,50 @@ def mixed_cells(run: EngineRun) -> dict[tuple[int, int], tuple[float, int]]:
         if s.prefill_tokens == w.context:
             mixed[key].append(s.step_time_s)
         elif not s.prefill_tokens:
-            plain[key].append(s.step_time_s)
-    return {
-        key: (round(max(_median_ms(xs) - _median_ms(plain[key]), 0.0), 5), len(xs))
-        for key, xs in mixed.items()
-        if plain.get(key)
-    }
+            plain[key].append(s)
+    out = {}
+    for key, xs in mixed.items():
+        if not plain.get(key):
+            continue
+        decode = _median_ms([s.step_time_s for s in plain[key]])
+        ctx = [s.mean_context_len for s in plain[key] if s.mean_context_len == s.mean_context_len]
+        out[key] = MixedCell(round(max(_median_ms(xs) - decode, 0.0), 5), decode,
+                             float(statistics.median(ctx)) if ctx else float("nan"), len(xs))
+    return out
 
 
-def mixed_rows(run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]) -> list[Any]:
+def mixed_rows(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]
+) -> list[list[Any]]:
     """The ``mixed`` table ``[B, tokens, added_ms]`` (a full grid), or [] when not measured."""
+    return [[b, n, c.added_ms] for b, n, c in _mixed_grid(run, batch_sizes, tokens)]
+
+
+def _mixed_grid(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]
+) -> list[tuple[int, int, MixedCell]]:
     if not batch_sizes or not tokens:
         return []
     cells = mixed_cells(run)
     return [
-        [b, n, _need(cells, (b, n), f"mixed B={b} prompt tokens={n}")[0]]
+        (b, n, _need(cells, (b, n), f"mixed B={b} prompt tokens={n}"))
         for b in batch_sizes
         for n in tokens
+    ]
+
+
+def mixed_rows_rebased(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...],
+    decode_ms: Callable[[int, float], float],
+) -> list[list[Any]]:
+    """The ``mixed`` table for a profile measured at another time: each cell's added
+    time is expressed in that profile's time base, ``added * decode_ms(B, context) /
+    the window's own decode step`` (on a shared machine the load, and with it every
+    step, changes between sessions; the ratio of a mixed step to the decode step run
+    just before it does not)."""
+    return [
+        [b, n, round(c.added_ms * decode_ms(b, c.context) / c.decode_ms, 5)]
+        for b, n, c in _mixed_grid(run, batch_sizes, tokens)
     ]
 
 

@@ -44,7 +44,9 @@ from nightjar.live.profiling.build import (
     acceptance,
     decode_rows,
     memory_facts,
+    mixed_cells,
     mixed_rows,
+    mixed_rows_rebased,
     prefill_rows,
 )
 from nightjar.live.settings import LiveSettings
@@ -474,9 +476,13 @@ def _mixed_table(plan: ProfilePlan, run: EngineRun) -> dict[str, Any]:
     return {"mixed": rows} if rows else {}
 
 
-def measure_mixed(plan: ProfilePlan, progress: Progress | None = None) -> list[Any]:
+def measure_mixed(
+    plan: ProfilePlan, decode_ms: Callable[[int, float], float], progress: Progress | None = None
+) -> list[Any]:
     """Only the no-draft engine's mixed windows: the ``mixed`` rows to add to a profile
-    measured before the table existed (the other tables are left as they were)."""
+    measured before the table existed (the other tables are left as they were), in
+    that profile's time base (``decode_ms(B, context)``: its gamma-0 decode step;
+    ``build.mixed_rows_rebased``)."""
     only = replace(plan, only_mixed=True)
     with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
         t = time.monotonic()
@@ -484,7 +490,14 @@ def measure_mixed(plan: ProfilePlan, progress: Progress | None = None) -> list[A
         if progress is not None:
             progress(f"  no draft (mixed steps): {len(run.steps)} steps in "
                      f"{time.monotonic() - t:.0f} s, load {os.getloadavg()[0]:.1f}")
-    rows: list[Any] = mixed_rows(run, plan.mixed_batch_sizes, plan.mixed_tokens)
+    if progress is not None:
+        for (b, n), c in sorted(mixed_cells(run).items()):
+            progress(f"  B={b} +{n} prompt tokens: adds {c.added_ms:.0f} ms to a "
+                     f"{c.decode_ms:.0f} ms decode step (context {c.context:.0f}; the "
+                     f"profile's: {decode_ms(b, c.context):.0f} ms)")
+    rows: list[Any] = mixed_rows_rebased(
+        run, plan.mixed_batch_sizes, plan.mixed_tokens, decode_ms
+    )
     return rows
 
 

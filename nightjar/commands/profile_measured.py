@@ -92,7 +92,9 @@ def _with_mixed(base: dict[str, Any], plan: Any, rows: list[Any]) -> dict[str, A
     out["mixed"] = rows
     out["notes"] = (
         f"{base.get('notes', '')} Mixed-step table added later by: {plan.command} "
-        f"(at load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')})."
+        f"(at load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')}), "
+        "each cell rescaled by this profile's decode step over the decode step measured "
+        "in the same window."
     ).strip()
     return out
 
@@ -164,7 +166,12 @@ def run_measured(args: argparse.Namespace) -> int:
             if base is None:
                 data = measure_profile(plan, bar.print, tick)
             else:
-                data = _with_mixed(base, plan, measure_mixed(plan, bar.print))
+                base_profile = Profile.from_json(base, str(args.add_mixed_to))
+
+                def decode_ms(b: int, ctx: float) -> float:
+                    return 1e3 * base_profile.step_time_s(b, 0, ctx)
+
+                data = _with_mixed(base, plan, measure_mixed(plan, decode_ms, bar.print))
     print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
     if out.exists() and not args.force:  # appeared while we measured
