@@ -158,3 +158,17 @@ def test_replaying_a_runs_steps_through_the_price_gives_its_step_times(
     by_kind = step_replay(load_run(next(tmp_path.iterdir())), slow, sync=True).set_index("kind")
     assert by_kind.loc["mixed", "total_error_pct"] > 1.0
     assert abs(by_kind.loc["decode", "total_error_pct"]) < 1e-6
+
+
+def test_live_policy_lookups_off_the_grid_are_priced_at_the_edge_and_counted() -> None:
+    from nightjar.live.profiling.latency import Clamped
+
+    base = load_profile(DEFAULT_PROFILE)
+    lat = Clamped(base)
+    assert lat.step_time_s(4, 2, 512.0) == base.step_time_s(4, 2, 512.0)
+    assert lat.off_grid_lookups == 0
+    big = base.max_batch_size * 2
+    assert lat.step_time_s(big, 2, 1e9) == base.step_time_s(
+        base.max_batch_size, 2, base.max_context_len)
+    assert lat.draft_forward_s(4, float("nan")) == base.draft_forward_s(4, base.min_context_len)
+    assert lat.off_grid_lookups == 2
