@@ -74,7 +74,7 @@ def add_parser(sub: Any) -> None:
                    "lookups outside are priced at the edge)")
     m.add_argument(
         "--prefill-lengths",
-        default="1,16,64,256,1024,4096,8192",
+        default="1,16,64,256,1024,2048,4096,8192",
         help="prefill step sizes in tokens (split into prompts of at most 512 tokens, or "
         "the largest context when smaller)",
     )
