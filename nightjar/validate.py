@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, fields
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -259,8 +260,8 @@ class Agreement:
     """Whether the simulator orders the policies as the engine did, and by how much
     each policy's scheduler-level metrics miss."""
 
-    errors: pd.DataFrame  # policy x metric: live, sim, error_pct
-    ranking: pd.DataFrame  # by: live order, sim order, same
+    errors: pd.DataFrame  # policy x metric: live, sim (means), their 95% intervals, error_pct
+    ranking: pd.DataFrame  # by: live order, sim order, same, unresolved live pairs
 
     @property
     def same_ranking(self) -> bool:
@@ -268,27 +269,49 @@ class Agreement:
 
 
 def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
-    """``pairs``: (live, sim) per policy, the sim replaying the live run's trace."""
-    rows = []
-    live_m: dict[str, dict[str, float]] = {}
-    sim_m: dict[str, dict[str, float]] = {}
+    """``pairs``: (live, sim) per policy and repeat, the sim replaying the live run's
+    trace. Repeats of a policy (several live runs of it) are averaged, with their 95%
+    interval (``nightjar.stats.mean_interval``); the rankings compare the means, and
+    name the live neighbours whose intervals overlap (an order the engine itself did
+    not resolve)."""
+    from nightjar.stats import Interval, mean_interval
+
+    live_v: dict[str, dict[str, list[float]]] = {}
+    sim_v: dict[str, dict[str, list[float]]] = {}
     for live, sim in pairs:
         a, b = summarize(live).as_dict(), summarize(sim).as_dict()
-        live_m[live.policy] = {k: float(a[k]) for k in AGREEMENT}
-        sim_m[live.policy] = {k: float(b[k]) for k in AGREEMENT}
+        lvals = live_v.setdefault(live.policy, {k: [] for k in AGREEMENT})
+        svals = sim_v.setdefault(live.policy, {k: [] for k in AGREEMENT})
         for key in AGREEMENT:
-            lv, sv = float(a[key]), float(b[key])
+            lvals[key].append(float(a[key]))
+            svals[key].append(float(b[key]))
+    live_m: dict[str, dict[str, Interval]] = {
+        p: {k: mean_interval(v) for k, v in m.items()} for p, m in live_v.items()}
+    sim_m: dict[str, dict[str, Interval]] = {
+        p: {k: mean_interval(v) for k, v in m.items()} for p, m in sim_v.items()}
+    rows = []
+    for policy in live_m:
+        for key in AGREEMENT:
+            lv_i, sv_i = live_m[policy][key], sim_m[policy][key]
+            lv, sv = lv_i.mean, sv_i.mean
             ok = lv and np.isfinite(lv) and np.isfinite(sv)
-            rows.append({"policy": live.policy, "metric": key, "live": lv, "sim": sv,
+            rows.append({"policy": policy, "metric": key, "runs": lv_i.n, "live": lv,
+                         "sim": sv, "live_95": lv_i.format("{:.4g}"),
+                         "sim_95": sv_i.format("{:.4g}"),
                          "error_pct": 100.0 * (sv / lv - 1.0) if ok else np.nan})
 
-    def order(m: dict[str, dict[str, float]], key: str, best_low: bool) -> list[str]:
-        return sorted(m, key=lambda p: m[p][key] if best_low else -m[p][key])
+    def order(m: dict[str, dict[str, Interval]], key: str, best_low: bool) -> list[str]:
+        return sorted(m, key=lambda p: m[p][key].mean if best_low else -m[p][key].mean)
 
     ranking = []
     for key, low, label in (("e2e_s_mean", True, "mean E2E"),
                             ("throughput_tok_s", False, "throughput")):
         lo, so = order(live_m, key, low), order(sim_m, key, low)
-        ranking.append({"by": label, "live": " < ".join(lo) if low else " > ".join(lo),
-                        "sim": " < ".join(so) if low else " > ".join(so), "same": lo == so})
+        # Neighbours in the live order whose intervals overlap (one run each: all).
+        open_pairs = [f"{x}~{y}" for x, y in pairwise(lo)
+                      if not (live_m[x][key].above(live_m[y][key])
+                              or live_m[x][key].below(live_m[y][key]))]
+        sep = " < " if low else " > "
+        ranking.append({"by": label, "live": sep.join(lo), "sim": sep.join(so),
+                        "same": lo == so, "unresolved_live": ", ".join(open_pairs) or "-"})
     return Agreement(pd.DataFrame(rows), pd.DataFrame(ranking))
