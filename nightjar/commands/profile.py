@@ -81,7 +81,7 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--mixed-batch-sizes", default="1,8,32,56",
                    help="decode batch sizes of the measured mixed steps (decodes + a prompt "
                    "chunk in one step); '' to skip them")
-    m.add_argument("--mixed-tokens", default="256,1024,1984",
+    m.add_argument("--mixed-tokens", default="64,256,1024,1984",
                    help="prompt tokens arriving while those decode (within the token budget)")
     m.add_argument("--add-mixed-to", metavar="PROFILE", default=None,
                    help="measure only the mixed steps and write PROFILE with them added to --out")
