@@ -110,8 +110,13 @@ class NightjarSchedulerMixin:
         spec = sched.vllm_config.speculative_config
         if spec is None or spec.draft_model_config is None:
             return 0
+        # Per rank: the block size is one rank's KV, and each rank holds about 1/TP
+        # of the draft (its linears and embeddings are sharded; the few norms that
+        # are replicated are ignored, a few KB).
         per_block = kv_bytes_per_block(sched.kv_cache_config)
-        return int(-(-draft_weight_bytes(spec.draft_model_config.model) // per_block))
+        ranks = int(sched.vllm_config.parallel_config.tensor_parallel_size)
+        per_rank = -(-draft_weight_bytes(spec.draft_model_config.model) // ranks)
+        return int(-(-per_rank // per_block))
 
     def add_request(self, request: Any) -> None:
         self.nj_arrivals.record(time.monotonic())
