@@ -211,7 +211,8 @@ class Checks:
             need(v.device.type == "cuda", f"{k} is not back on the GPU")
             need(torch.equal(v, want[k]), f"{k} changed across offload/reload")
         gb = moved / 1e9
-        return f"{gb:.2f} GB pinned: offload {gb / park_s:.1f} GB/s, reload {gb / restore_s:.1f} GB/s"
+        rates = f"offload {gb / park_s:.1f} GB/s, reload {gb / restore_s:.1f} GB/s"
+        return f"{gb:.2f} GB pinned: {rates}"
 
     def aliasing(self) -> str:
         try:
