@@ -37,8 +37,7 @@ from nightjar.live.plugins.stepstats import StepStats
 from nightjar.live.profiling.latency import Clamped, load_latency
 from nightjar.live.residency.coordinator import (
     Residency,
-    draft_weight_bytes,
-    kv_bytes_per_block,
+    ballast_blocks,
     memory_controller,
 )
 from nightjar.live.settings import LiveSettings
@@ -105,18 +104,7 @@ class NightjarSchedulerMixin:
 
     def _draft_blocks(self) -> int:
         sched: Any = self
-        if self.nj.ballast_blocks is not None:
-            return int(self.nj.ballast_blocks)
-        spec = sched.vllm_config.speculative_config
-        if spec is None or spec.draft_model_config is None:
-            return 0
-        # Per rank: the block size is one rank's KV, and each rank holds about 1/TP
-        # of the draft (its linears and embeddings are sharded; the few norms that
-        # are replicated are ignored, a few KB).
-        per_block = kv_bytes_per_block(sched.kv_cache_config)
-        ranks = int(sched.vllm_config.parallel_config.tensor_parallel_size)
-        per_rank = -(-draft_weight_bytes(spec.draft_model_config.model) // ranks)
-        return int(-(-per_rank // per_block))
+        return int(ballast_blocks(self.nj, sched.vllm_config, sched.kv_cache_config))
 
     def add_request(self, request: Any) -> None:
         self.nj_arrivals.record(time.monotonic())

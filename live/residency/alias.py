@@ -213,3 +213,37 @@ class AliasedParking:
                 p.data = view
         self._host = {}
         return moved
+
+
+def plain_linears(module: torch.nn.Module) -> int:
+    """On vLLM's CPU backend, make every linear of ``module`` read its weight parameter.
+
+    vLLM 0.32.0 (``dispatch_cpu_unquantized_gemm``) copies each linear's weight into
+    a prepacked handle (oneDNN or sgl) that its ``cpu_linear`` reads, and empties the
+    parameter of plain linears (lm_head keeps it: it is also the embedding table).
+    Aliasing needs the parameter to be what the layer reads, so the weight is
+    recovered from the handle (an identity input through the prepacked GEMM gives
+    ``W^T``: every output is one weight times 1 plus zeros, exact in float32), checked
+    on a random input, and ``cpu_linear`` becomes plain ``F.linear``; the handle is
+    dropped with it. Returns how many layers changed. Measured cost: the draft's
+    linears run 1.7-20x slower for M >= 4 tokens (docs/kernels.md).
+    """
+    changed = 0
+    linear = torch.nn.functional.linear
+    with torch.no_grad():
+        for m in module.modules():
+            fn = getattr(m, "cpu_linear", None)
+            weight = getattr(m, "weight", None)
+            if fn is None or fn is linear or not isinstance(weight, torch.Tensor):
+                continue
+            bias = getattr(m, "bias", None)
+            if weight.numel() == 0:
+                k = int(getattr(m, "input_size_per_partition", 0) or m.input_size)
+                eye = torch.eye(k, dtype=weight.dtype, device=weight.device)
+                weight.data = fn(eye, weight, None).t().contiguous()
+            x = torch.randn(3, weight.shape[1], dtype=weight.dtype, device=weight.device)
+            if not torch.allclose(fn(x, weight, bias), linear(x, weight, bias), atol=1e-4):
+                raise RuntimeError(f"nightjar: could not recover the weight of {type(m).__name__}")
+            m.cpu_linear = linear
+            changed += 1
+    return changed
