@@ -130,6 +130,12 @@ def add_parser(sub: Any) -> None:
         "step table measured by an earlier live run (DIR/<policy>/step_table.json)",
     )
     p.add_argument(
+        "--alias-draft",
+        action="store_true",
+        help="keep the draft's weights inside the withheld KV blocks (real reclaim; on CPU "
+        "the draft's linears run slower, docs/kernels.md; give --ballast-blocks if asked)",
+    )
+    p.add_argument(
         "--ballast-blocks",
         type=int,
         default=None,
@@ -355,6 +361,7 @@ def run(args: argparse.Namespace) -> int:
         reload_cost_s=reload_cost,
         ballast_blocks=args.ballast_blocks,
         reload=args.reload,
+        alias=args.alias_draft,
         profile=profile,
         forced_residency=forced[0],
         forced_residency_ms=forced[1],
