@@ -101,6 +101,10 @@ class Engine:
         self.rng = np.random.default_rng([config.seed, 11])
         self.batch = RunningBatch()
         self.waiting: deque[int] = deque()
+        # Running sums over the waiting queue for StepContext (kept on every push and
+        # pop, so a long queue costs nothing per step): tokens to prefill, preempted.
+        self._waiting_tokens = 0
+        self._waiting_preempted = 0
         self.next_arrival = 0
         self.steps: list[StepRecord] = []
         self.on_step = on_step
@@ -125,6 +129,7 @@ class Engine:
             now = self.env.now
             while self.next_arrival < n and arrivals[self.next_arrival] <= now:
                 self.waiting.append(self.next_arrival)
+                self._waiting_tokens += int(self.ledger.prompt[self.next_arrival])
                 self.next_arrival += 1
             if not len(self.batch) and not self.waiting:
                 yield self.env.timeout(float(arrivals[self.next_arrival]) - now)
@@ -183,6 +188,10 @@ class Engine:
             draft_resident=self.draft.resident,
             gamma_max=self.cfg.gamma_max,
             mean_context_len=float(b.ctx[:n].mean()) if n else 0.0,
+            max_context_len=float(b.ctx[:n].max()) if n else 0.0,
+            num_preempted_waiting=self._waiting_preempted,
+            waiting_tokens=self._waiting_tokens,
+            kv_block_size=self.block_size,
             arrival_rate_rps=self._arrival_rate(now),
             request_ids=ids,
             acceptance_estimates=est,
@@ -418,6 +427,8 @@ class Engine:
         self.pool.release(int(b.blocks[-1]))
         self.ledger.preemptions[rid] += 1
         self.waiting.appendleft(rid)
+        self._waiting_tokens += int(self.ledger.prompt[rid] + self.ledger.generated[rid])
+        self._waiting_preempted += 1
         b.truncate(len(b) - 1)
         return True
 
@@ -468,6 +479,8 @@ class Engine:
             if nb > free:
                 break
             self.waiting.popleft()
+            self._waiting_tokens -= t
+            self._waiting_preempted -= int(led.preemptions[rid] > 0)
             rids.append(rid)
             tokens.append(t)
             chunks.append(take)

@@ -127,7 +127,14 @@ class NightjarSchedulerMixin:
         batch = running or min(waiting, self._nj_lookup_len - 1)
         held = self.nj_residency.ballast.held
         # Tokens already in the running requests' KV (the profile's context axis).
-        context = sum(r.num_computed_tokens for r in sched.running) / running if running else 0.0
+        computed = [r.num_computed_tokens for r in sched.running]
+        context = sum(computed) / running if running else 0.0
+        # The waiting queue's KV demand and how much of it preemption caused: one pass
+        # over the queue, which stays short on a server that keeps up.
+        waiting_tokens = preempted = 0
+        for r in sched.waiting:
+            waiting_tokens += r.num_tokens
+            preempted += r.num_preemptions > 0
         driver = self.nj_driver
         ctx = StepContext(
             now=now,
@@ -138,6 +145,10 @@ class NightjarSchedulerMixin:
             draft_resident=driver.draft_resident,
             gamma_max=self.nj.gamma_max,
             mean_context_len=context,
+            max_context_len=float(max(computed, default=0)),
+            num_preempted_waiting=preempted,
+            waiting_tokens=waiting_tokens,
+            kv_block_size=int(sched.block_size),
             arrival_rate_rps=self.nj_arrivals.rate(now),
         )
         plan = driver.plan(ctx, self.nj_residency.next_step())
