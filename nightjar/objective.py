@@ -64,7 +64,8 @@ def parse_objective(policy: str, arg: str | None) -> Objective:
                 f"finite positive seconds ({exc})"
             ) from None
     raise NightjarInputError(
-        f"policy {policy!r}: unknown objective {arg!r} (known: latency, slo, slo=TTFT_S,TPOT_S)"
+        f"policy {policy!r}: unknown objective {arg!r} "
+        "(known: latency, slo, slo=TTFT_S,TPOT_S, batch-keyed)"
     )
 
 

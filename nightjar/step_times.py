@@ -53,8 +53,9 @@ class ProfileTimes:
 Bucket = tuple[int, int]  # (batch-size bucket, context bucket)
 
 
-def bucket_key(batch_size: int, context_len: float) -> Bucket:
-    return bucket_of(batch_size), context_bucket_of(context_len)
+def bucket_key(batch_size: int, context_len: float, by_context: bool = True) -> Bucket:
+    """``by_context`` false puts every context in bucket 0 (the batch-only ablation)."""
+    return bucket_of(batch_size), context_bucket_of(context_len) if by_context else 0
 
 
 def nearest(keys: Iterable[Bucket], key: Bucket) -> Bucket | None:
@@ -69,14 +70,15 @@ class OnlineTimes:
     Predictions are recomputed only when a bucket learns something.
     """
 
-    def __init__(self, gamma_max: int) -> None:
+    def __init__(self, gamma_max: int, by_context: bool = True) -> None:
         self.arms = gamma_max + 1
+        self.by_context = by_context
         self._time: dict[Bucket, list[float]] = {}
         self._seen: dict[Bucket, list[bool]] = {}
         self._pred: dict[Bucket, list[float]] = {}
 
     def times(self, batch_size: int, context_len: float) -> list[float]:
-        c = bucket_key(batch_size, context_len)
+        c = bucket_key(batch_size, context_len, self.by_context)
         hit = self._pred.get(c)
         if hit is not None:
             return hit
@@ -88,13 +90,13 @@ class OnlineTimes:
 
     def known(self, batch_size: int, gamma: int, context_len: float = 0.0) -> bool:
         """Whether ``times`` for this bucket and gamma rests on an observation."""
-        seen = self._seen.get(bucket_key(batch_size, context_len))
+        seen = self._seen.get(bucket_key(batch_size, context_len, self.by_context))
         return seen is not None and seen[gamma]
 
     def learn(
         self, batch_size: int, gamma: int, step_time_s: float, context_len: float = 0.0
     ) -> None:
-        c = bucket_key(batch_size, context_len)
+        c = bucket_key(batch_size, context_len, self.by_context)
         if c not in self._time:
             self._time[c] = [0.0] * self.arms
             self._seen[c] = [False] * self.arms

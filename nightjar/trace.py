@@ -164,6 +164,26 @@ def _segment_arrivals(rng: np.random.Generator, seg: SegmentSpec, t0: float) -> 
     return t0 + t[t < seg.duration_s]
 
 
+def _mixed_lengths(
+    mix: tuple[tuple[str, float], ...],
+    n: int,
+    pick_rng: np.random.Generator,
+    len_rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each arrival's workload drawn by the mix's shares (its own stream), then each
+    workload's lengths for its requests, in the mix's order."""
+    names = [name for name, _ in mix]
+    which = pick_rng.choice(len(mix), size=n, p=[share for _, share in mix])
+    prompt = np.zeros(n, dtype=np.int64)
+    output = np.zeros(n, dtype=np.int64)
+    for j, name in enumerate(names):
+        rows = which == j
+        wl = get_workload(name)
+        prompt[rows] = wl.prompt.sample(len_rng, int(rows.sum()))
+        output[rows] = wl.output.sample(len_rng, int(rows.sum()))
+    return prompt, output, np.asarray(names, dtype=object)[which]
+
+
 def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
     """Turn a validated spec into a :class:`Trace` (generating arrivals if needed)."""
     seed = spec.seed if seed is None else check_seed(seed)
@@ -192,12 +212,18 @@ def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
         # leaves the others' requests unchanged.
         arr = _segment_arrivals(np.random.default_rng([seed, k, 0]), seg, t0)
         n = len(arr)
-        wl = get_workload(seg.workload)
         len_rng = np.random.default_rng([seed, k, 1])
-        prompt_len = (seg.prompt_dist or wl.prompt).sample(len_rng, n)
-        output_len = (seg.output_dist or wl.output).sample(len_rng, n)
+        if seg.mix is None:
+            wl = get_workload(seg.workload)
+            prompt_len = (seg.prompt_dist or wl.prompt).sample(len_rng, n)
+            output_len = (seg.output_dist or wl.output).sample(len_rng, n)
+            names = np.full(n, seg.workload, dtype=object)
+        else:
+            prompt_len, output_len, names = _mixed_lengths(
+                seg.mix, n, np.random.default_rng([seed, k, 2]), len_rng
+            )
         acc = np.full(n, np.nan if seg.acceptance is None else seg.acceptance)
-        parts.append((arr, prompt_len, output_len, np.full(n, seg.workload, dtype=object), acc))
+        parts.append((arr, prompt_len, output_len, names, acc))
         t0 += seg.duration_s
     cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
     if len(cols[0]) == 0:

@@ -32,7 +32,7 @@ _TOP_KEYS = {"format_version", "name", "description", "seed", "workload", "durat
              "requests", "segments"}
 _REQUEST_KEYS = {"arrival_s", "prompt_tokens", "output_tokens", "prompt", "prompt_token_ids",
                  "workload", "acceptance"}
-_SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "prompt_tokens",
+_SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "mix", "prompt_tokens",
                  "output_tokens", "acceptance"}
 
 
@@ -55,6 +55,9 @@ class SegmentSpec:
     prompt_dist: LengthDist | None = None
     output_dist: LengthDist | None = None
     acceptance: float | None = None
+    # Workloads served side by side and each one's share of the arrivals (shares sum
+    # to 1, in file order); None for a single-workload segment.
+    mix: tuple[tuple[str, float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ def _parse_segment(obj: Any, where: str, default_wl: str) -> SegmentSpec:
         if key not in s:
             raise NightjarInputError(f"{where}: missing field {key!r}")
     acc = s.get("acceptance")
+    mix = _mix(s, where) if "mix" in s else None
     return SegmentSpec(
         duration_s=_num(s["duration_s"], f"{where}.duration_s", 0.0, lo_open=True),
         rate_rps=_num(s["rate_rps"], f"{where}.rate_rps", 0.0),
@@ -193,7 +197,34 @@ def _parse_segment(obj: Any, where: str, default_wl: str) -> SegmentSpec:
         output_dist=_length(s["output_tokens"], f"{where}.output_tokens")
         if "output_tokens" in s else None,
         acceptance=None if acc is None else _num(acc, f"{where}.acceptance", 0.0, hi_open=1.0),
+        mix=mix,
     )
+
+
+def _mix(s: Mapping[str, Any], where: str) -> tuple[tuple[str, float], ...]:
+    """``{"sharegpt": 0.8, "longctx": 0.2}``: positive weights, normalised to shares.
+
+    A mix replaces the segment's workload and its length overrides (each request's
+    lengths come from its own workload), so naming both is an error, not a silent
+    choice of one.
+    """
+    for key in ("workload", "prompt_tokens", "output_tokens"):
+        if key in s:
+            raise NightjarInputError(f"{where}: give 'mix' or '{key}', not both")
+    m = s["mix"]
+    if not isinstance(m, Mapping) or not m:
+        raise NightjarInputError(
+            f"{where}.mix must be a non-empty object of workload weights "
+            f'(e.g. {{"sharegpt": 0.8, "longctx": 0.2}}), got {_short(m)}'
+        )
+    weights = [
+        (_workload(name, f"{where}.mix"), _num(w, f"{where}.mix.{name}", 0.0, lo_open=True))
+        for name, w in m.items()
+    ]
+    total = sum(w for _, w in weights)
+    if not math.isfinite(total):
+        raise NightjarInputError(f"{where}.mix: the weights' sum overflows")
+    return tuple((name, w / total) for name, w in weights)
 
 
 def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:

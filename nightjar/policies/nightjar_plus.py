@@ -65,15 +65,19 @@ EVIDENCE_BATCH = 16
 class NightjarPlusPolicy:
     name = "nightjar+"
 
-    def __init__(self, env: PolicyEnv, objective: Objective | None = None) -> None:
+    def __init__(
+        self, env: PolicyEnv, objective: Objective | None = None, *, by_context: bool = True
+    ) -> None:
         self.objective = objective if objective is not None else Objective()
+        # False: every estimate keyed on the batch bucket alone (the ablation).
+        self.by_context = by_context
         self.arms = env.gamma_max + 1
         self._rng = random.Random(env.seed)
         self._profiled = env.latency is not None
         self._times = (
             ProfileTimes(env.latency, env.gamma_max)
             if env.latency is not None
-            else OnlineTimes(env.gamma_max)
+            else OnlineTimes(env.gamma_max, by_context)
         )
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
@@ -112,7 +116,7 @@ class NightjarPlusPolicy:
         requests that were running then are mostly gone.
         """
         t = self._times.times(batch_size, context_len)
-        r = self._ratios(bucket_key(batch_size, context_len))
+        r = self._ratios(bucket_key(batch_size, context_len, self.by_context))
         tau = self._acc.taus
         out = [t[g] / tau[g] * r[g] for g in range(self.arms)]
         if self._off:
@@ -139,7 +143,7 @@ class NightjarPlusPolicy:
         best = min(range(top), key=loss.__getitem__)
         if self.objective.slo is not None:
             t = self._times.times(ctx.batch_size, ctx.mean_context_len)
-            r = self._ratios(bucket_key(ctx.batch_size, ctx.mean_context_len))
+            r = self._ratios(bucket_key(ctx.batch_size, ctx.mean_context_len, self.by_context))
             pick = slo_choice(self.objective, ctx, loss, [t[g] * r[g] for g in range(top)], top)
             if pick is not None:
                 best = pick
@@ -183,7 +187,7 @@ class NightjarPlusPolicy:
         step_s = outcome.step_time_s - outcome.switch_cost_s
         if g > 0:
             self._acc.update(g, outcome.accepted, b)
-        c = bucket_key(b, ctx_len)
+        c = bucket_key(b, ctx_len, self.by_context)
         r = self._ratios(c)
         p = outcome.prefill_tokens
         if p > 0:
@@ -235,4 +239,8 @@ class NightjarPlusPolicy:
     "forgetting; nightjar+:slo for goodput under TTFT/TPOT limits",
 )
 def _nightjar_plus(arg: str | None, env: PolicyEnv) -> Policy:
+    if arg == "batch-keyed":
+        # The ablation of the context key: estimates per batch bucket only, as
+        # nightjar+ was before it saw context (docs/policies.md, long contexts).
+        return NightjarPlusPolicy(env, by_context=False)
     return NightjarPlusPolicy(env, parse_objective("nightjar+", arg))
