@@ -87,6 +87,12 @@ class StepDriver:
         self.batch_gamma = batch_gamma
         self.drafted = 0
         self.accepted = 0
+        self._capacity_on = (
+            latency is not None
+            and controller.config.enabled
+            and controller.config.offload_on_capacity
+            and controller.draft_blocks > 0
+        )
         self._gain_on = (
             latency is not None
             and controller.reload_cost_s is not None
@@ -113,7 +119,12 @@ class StepDriver:
             action = forced if ctrl.force(forced, ctx.now) else Action.NONE
         else:
             gain = None if ctrl.draft_resident or not self._gain_on else self.spec_gain_s(ctx)
-            action = ctrl.step(ctx, chosen, gain)
+            rent = (
+                self.capacity_gain(ctx)
+                if ctrl.draft_resident and self._capacity_on and ctx.batch_size
+                else None
+            )
+            action = ctrl.step(ctx, chosen, gain, rent)
         decision, clamped = ctrl.effective_gamma(chosen)
         return StepPlan(clamp_decision(decision, ctx), chosen, clamped, action)
 
@@ -122,6 +133,44 @@ class StepDriver:
         self.drafted += outcome.drafted
         self.accepted += outcome.accepted
         self.policy.observe(outcome)
+
+    def capacity_gain(self, ctx: StepContext) -> float | None:
+        """Relative throughput gain of offloading the draft now; None unless capacity binds.
+
+        Capacity binds when the waiting queue needs more blocks than are free, or a
+        waiting request was preempted. Then the draft's ``D`` blocks would admit
+        ``k`` more of the waiting requests (each needing the queue's mean prompt in
+        blocks, plus one to grow). Priced with the step-time model as the steady
+        throughput of each batch: with the draft, ``B`` requests at the best gamma
+        (``B * max_g tau(g) / T(B, g, c)``, gamma 0 included); without it, ``B + k``
+        requests at gamma 0 and the mixed context. Positive: the blocks are worth
+        more than speculation buys. What it leaves out (the newcomers' prefill, and
+        a batch that ``max_num_seqs`` caps rather than blocks) makes it an
+        underestimate of neither side in general; ``k_offload`` consecutive steps
+        and the dwell times filter its noise.
+        """
+        bs, waiting, latency = ctx.kv_block_size, ctx.num_waiting, self.latency
+        if bs <= 0 or waiting == 0 or latency is None:
+            return None
+        binds = ctx.waiting_blocks > ctx.kv_free_blocks or ctx.num_preempted_waiting > 0
+        if not binds:
+            return None
+        per_request = -(-ctx.waiting_tokens // (waiting * bs)) + 1
+        free = ctx.kv_free_blocks
+        k = min(waiting, (free + self.controller.draft_blocks) // per_request) - min(
+            waiting, free // per_request
+        )
+        if k <= 0:
+            return None
+        b, c = ctx.batch_size, ctx.mean_context_len
+        acceptance = self.acceptance_estimate()
+        with_draft = max(
+            b * expected_tokens(acceptance, g) / latency.step_time_s(b, g, c)
+            for g in range(ctx.gamma_max + 1)
+        )
+        mixed = (b * c + k * ctx.waiting_tokens / waiting) / (b + k)
+        without = (b + k) / latency.step_time_s(b + k, 0, mixed)
+        return without / with_draft - 1.0
 
     def spec_gain_s(self, ctx: StepContext) -> float:
         """Seconds one step would save by speculating at its best gamma, by ``latency``.
