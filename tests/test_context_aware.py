@@ -167,6 +167,13 @@ def test_capacity_gain_prices_the_drafts_blocks_only_when_capacity_binds(h100: P
     # while speculation still pays (MagicDec): the draft keeps its blocks.
     gain = driver.capacity_gain(pressured(free=10, waiting=40, prompt=8700, b=38, c=9000.0))
     assert gain is not None and gain < 0.0
+    # On a prefill-heavy load the draft also prefills every prompt: the same state
+    # prices the blocks higher once the steps show ~24 prompt tokens per output token.
+    before = gain
+    for _ in range(500):
+        driver.finish(StepOutcome(2, 38, 0.05, 76, 46, 84, prefill_tokens=2000))
+    after = driver.capacity_gain(pressured(free=10, waiting=40, prompt=8700, b=38, c=9000.0))
+    assert after is not None and after > before
     # A small draft footprint admits nobody: nothing to price.
     small = StepDriver(make_policy("fixed:2", PolicyEnv()),
                        MemoryController(MemoryConfig(), 5), h100)

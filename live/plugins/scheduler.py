@@ -53,6 +53,8 @@ from nightjar.types import StepContext
 class NightjarSchedulerMixin:
     """The Nightjar hooks; combined with vLLM's sync or async scheduler below."""
 
+    _nj_opt_out = False  # whether the per-request opt-out (NO_SPEC_KEY) is honoured
+
     @reports_startup_errors  # type: ignore[untyped-decorator, unused-ignore]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         check_vllm_version()
@@ -151,6 +153,8 @@ class NightjarSchedulerMixin:
             kv_block_size=int(sched.block_size),
             arrival_rate_rps=self.nj_arrivals.rate(now),
         )
+        if self._nj_opt_out:
+            _withhold_opted_out(sched.running)
         plan = driver.plan(ctx, self.nj_residency.next_step())
         message = self.nj_residency.carry_out(plan.action, now)
         gamma = plan.gamma
@@ -225,9 +229,47 @@ class NightjarSchedulerMixin:
         super().shutdown()  # type: ignore[misc]
 
 
+# The request field that keeps one request from being speculated: vLLM's OpenAI server
+# passes ``vllm_xargs`` through to ``SamplingParams.extra_args`` (values may be
+# strings or numbers, not booleans), so ``"vllm_xargs": {"nightjar_no_spec": 1}``.
+NO_SPEC_KEY = "nightjar_no_spec"
+
+
+def _opted_out(request: Any) -> bool:
+    params = getattr(request, "sampling_params", None)
+    extra = getattr(params, "extra_args", None) if params is not None else None
+    if not extra:
+        return False
+    value = extra.get(NO_SPEC_KEY)
+    return value not in (None, 0, "0", "false", "False", False)
+
+
+def _withhold_opted_out(running: Any) -> None:
+    """Drop the draft's proposals for opted-out requests before vLLM schedules them.
+
+    vLLM V1 schedules a running request's ``spec_token_ids`` per request (a request
+    without any is scheduled one token, as without speculation), and sets them anew
+    from the drafter's output after every step (``update_draft_token_ids``). Emptying
+    them here means the target verifies nothing for that request: its output is
+    vLLM's plain decode, while the rest of the batch speculates. The drafter still
+    proposes for it (the draft runs batched, one K for all), so the opt-out saves the
+    verify work, not the draft's.
+    """
+    for request in running:
+        if request.spec_token_ids and _opted_out(request):
+            request.spec_token_ids = []
+
+
 class NightjarScheduler(NightjarSchedulerMixin, Scheduler):  # type: ignore[misc, unused-ignore]
     """For engines without async scheduling (vLLM on CPU always disables it)."""
+
+    _nj_opt_out = True
 
 
 class NightjarAsyncScheduler(NightjarSchedulerMixin, AsyncScheduler):  # type: ignore[misc, unused-ignore]
     """For engines with async scheduling (vLLM's default on CUDA)."""
+
+    # The async scheduler books the drafts as output placeholders a step ahead
+    # (``update_draft_token_ids_in_output``); emptying them there is untested, so the
+    # per-request opt-out is off (docs/live.md).
+    _nj_opt_out = False
