@@ -14,8 +14,9 @@ Two objectives, named by the policy spec's argument (``nightjar+``, ``nightjar+:
   passes lengthen the step, both of which delay first tokens. With nothing waiting,
   or with the queue waiting for *blocks* (capacity binds: blocks free only as the
   running requests finish, so the batch's own throughput is what admits them),
-  it is the latency objective. The TTFT limit only gates this: a queue is at risk
-  once a request waits at all, and the policy has no per-request clock to do better.
+  it is the latency objective. The TTFT limit does not enter the decision: any
+  waiting request is taken to be at risk, since the policy sees no per-request
+  waiting times (a ``StepContext`` field for the queue head's age would let it).
 
 The KV-pressure limit applies to both: gamma ``g`` reserves ``B * (g + 1)`` token
 slots this step; where the free blocks cannot hold them the engine preempts a
