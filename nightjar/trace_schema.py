@@ -31,9 +31,9 @@ MIN_BURSTINESS = 1e-3
 _TOP_KEYS = {"format_version", "name", "description", "seed", "workload", "duration_s",
              "requests", "segments"}
 _REQUEST_KEYS = {"arrival_s", "prompt_tokens", "output_tokens", "prompt", "prompt_token_ids",
-                 "workload", "acceptance"}
+                 "workload", "acceptance", "speculate"}
 _SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "mix", "prompt_tokens",
-                 "output_tokens", "acceptance"}
+                 "output_tokens", "acceptance", "speculate"}
 
 
 @dataclass
@@ -44,6 +44,7 @@ class RequestColumns:
     workload: list[str] = field(default_factory=list)
     acceptance: list[float] = field(default_factory=list)
     prompts: list[str | list[int] | None] = field(default_factory=list)
+    speculate: list[bool] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class SegmentSpec:
     # Workloads served side by side and each one's share of the arrivals (shares sum
     # to 1, in file order); None for a single-workload segment.
     mix: tuple[tuple[str, float], ...] | None = None
+    # False: no request of the segment may be speculated (per-request opt-out).
+    speculate: bool = True
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,12 @@ def _str(v: Any, where: str) -> str:
     return v
 
 
+def _bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise NightjarInputError(f"{where} must be true or false (got {_short(v)})")
+    return v
+
+
 def _workload(v: Any, where: str) -> str:
     name = _str(v, where)
     if name not in WORKLOADS:
@@ -173,6 +182,7 @@ def _parse_request(obj: Any, where: str, default_wl: str, cols: RequestColumns) 
     cols.prompt_tokens.append(n)
     cols.prompts.append(prompt)
     cols.workload.append(_workload(r.get("workload", default_wl), f"{where}.workload"))
+    cols.speculate.append(_bool(r.get("speculate", True), f"{where}.speculate"))
     acc = r.get("acceptance")
     cols.acceptance.append(
         math.nan if acc is None else _num(acc, f"{where}.acceptance", 0.0, hi_open=1.0)
@@ -198,6 +208,7 @@ def _parse_segment(obj: Any, where: str, default_wl: str) -> SegmentSpec:
         if "output_tokens" in s else None,
         acceptance=None if acc is None else _num(acc, f"{where}.acceptance", 0.0, hi_open=1.0),
         mix=mix,
+        speculate=_bool(s.get("speculate", True), f"{where}.speculate"),
     )
 
 

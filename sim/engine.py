@@ -225,6 +225,9 @@ class Engine:
         before = len(b)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
         gammas = self._gammas(step.decision, min(n, len(b)))
+        if self.ledger.no_spec is not None:
+            # Opted-out requests decode without speculation (vLLM: no spec tokens).
+            gammas[self.ledger.no_spec[b.rid[: gammas.size]]] = 0
         grown, cut = self._grow_kv(gammas)
         preempted = grown or len(b) < before
         n = min(n, len(b))
@@ -368,7 +371,7 @@ class Engine:
             return np.full(n, decision, dtype=np.int64)
         # The batch may have shrunk since the decision (preemption for a reload);
         # the preempted requests are the tail.
-        return np.asarray(decision[:n], dtype=np.int64)
+        return np.array(decision[:n], dtype=np.int64)  # a copy: opt-outs edit it
 
     def _forget_draft_kv(self) -> None:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""

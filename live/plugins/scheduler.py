@@ -32,6 +32,7 @@ from nightjar.arrivals import ArrivalRate
 from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.driver import StepDriver
 from nightjar.live.plugins.message import attach, message_of
+from nightjar.live.plugins.optout import withhold_opted_out
 from nightjar.live.plugins.startup import reports_startup_errors
 from nightjar.live.plugins.stepstats import StepStats
 from nightjar.live.profiling.latency import Clamped, load_latency
@@ -154,7 +155,7 @@ class NightjarSchedulerMixin:
             arrival_rate_rps=self.nj_arrivals.rate(now),
         )
         if self._nj_opt_out:
-            _withhold_opted_out(sched.running)
+            withhold_opted_out(sched.running)
         plan = driver.plan(ctx, self.nj_residency.next_step())
         message = self.nj_residency.carry_out(plan.action, now)
         gamma = plan.gamma
@@ -227,37 +228,6 @@ class NightjarSchedulerMixin:
         self.nj_log.close()
         self.nj_state.flush()
         super().shutdown()  # type: ignore[misc]
-
-
-# The request field that keeps one request from being speculated: vLLM's OpenAI server
-# passes ``vllm_xargs`` through to ``SamplingParams.extra_args`` (values may be
-# strings or numbers, not booleans), so ``"vllm_xargs": {"nightjar_no_spec": 1}``.
-NO_SPEC_KEY = "nightjar_no_spec"
-
-
-def _opted_out(request: Any) -> bool:
-    params = getattr(request, "sampling_params", None)
-    extra = getattr(params, "extra_args", None) if params is not None else None
-    if not extra:
-        return False
-    value = extra.get(NO_SPEC_KEY)
-    return value not in (None, 0, "0", "false", "False", False)
-
-
-def _withhold_opted_out(running: Any) -> None:
-    """Drop the draft's proposals for opted-out requests before vLLM schedules them.
-
-    vLLM V1 schedules a running request's ``spec_token_ids`` per request (a request
-    without any is scheduled one token, as without speculation), and sets them anew
-    from the drafter's output after every step (``update_draft_token_ids``). Emptying
-    them here means the target verifies nothing for that request: its output is
-    vLLM's plain decode, while the rest of the batch speculates. The drafter still
-    proposes for it (the draft runs batched, one K for all), so the opt-out saves the
-    verify work, not the draft's.
-    """
-    for request in running:
-        if request.spec_token_ids and _opted_out(request):
-            request.spec_token_ids = []
 
 
 class NightjarScheduler(NightjarSchedulerMixin, Scheduler):  # type: ignore[misc, unused-ignore]

@@ -451,4 +451,5 @@ def _head(trace: Any, n: int) -> Any:
         acceptance=trace.acceptance[cut],
         prompts=trace.prompts[cut] if trace.prompts is not None else None,
         span_s=None,
+        speculate=trace.speculate[cut] if trace.speculate is not None else None,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.live.plugins.engine import EngineSpec
-from nightjar.live.plugins.scheduler import NO_SPEC_KEY
+from nightjar.live.plugins.optout import NO_SPEC_KEY
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 
