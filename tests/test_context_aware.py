@@ -218,3 +218,17 @@ def test_the_simulator_fills_the_new_context_fields(h100: Profile) -> None:
     assert all(0 <= c.num_preempted_waiting <= c.num_waiting for c in seen)
     assert all(0.0 <= c.kv_used_fraction <= 1.0 for c in seen)
     assert any(c.num_waiting for c in seen)  # the queue is exercised, not only empty
+
+
+def test_live_flag_turns_the_joint_rule_off_and_needs_offload_on() -> None:
+    from nightjar.cli import build_parser
+    from nightjar.commands.live import memory_settings
+
+    parse = build_parser().parse_args
+    on = memory_settings(parse(["live", "--model", "m", "--offload", "on"]))
+    assert on is not None and on.offload_on_capacity
+    off = memory_settings(parse(["live", "--model", "m", "--offload", "on",
+                                 "--no-offload-on-capacity"]))
+    assert off is not None and not off.offload_on_capacity
+    with pytest.raises(NightjarInputError, match="add --offload on"):
+        memory_settings(parse(["live", "--model", "m", "--no-offload-on-capacity"]))
