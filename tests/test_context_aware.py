@@ -139,6 +139,12 @@ def test_slo_objective_spends_tpot_headroom_on_short_steps_while_requests_wait(
     t0 = h100.step_time_s(b, 0, c)
     tight = make_policy(f"nightjar+:slo=2,{t0 * 0.9}", env)
     assert tight.decide(waiting) > 0
+    # A policy already speculating switches to the short step once requests wait
+    # (the per-token hysteresis must not keep it on the cheaper-per-token arm).
+    running = make_policy("nightjar+:slo=2,1", env)
+    idle = replace(waiting, num_waiting=0, waiting_tokens=0)
+    assert running.decide(idle) == latency_pick
+    assert [running.decide(waiting) for _ in range(3)] == [0, 0, 0]
     # Nothing waits, or the queue waits for blocks: the latency objective.
     loose = make_policy("nightjar+:slo=2,1", env)
     assert loose.decide(replace(waiting, num_waiting=0, waiting_tokens=0)) == latency_pick

@@ -141,15 +141,19 @@ class NightjarPlusPolicy:
         loss = self.losses(ctx.batch_size, ctx.mean_context_len)
         top = lookahead_top(ctx, min(self.arms, ctx.gamma_max + 1))
         best = min(range(top), key=loss.__getitem__)
+        pick = None
         if self.objective.slo is not None:
             t = self._times.times(ctx.batch_size, ctx.mean_context_len)
             r = self._ratios(bucket_key(ctx.batch_size, ctx.mean_context_len, self.by_context))
             pick = slo_choice(self.objective, ctx, loss, [t[g] * r[g] for g in range(top)], top)
-            if pick is not None:
-                best = pick
-        cur = self._current if self._current < top else best
-        if loss[cur] <= loss[best] * (1.0 + HYSTERESIS):
-            best = cur
+        if pick is not None:
+            # The SLO objective's choice: the per-token hysteresis below would keep the
+            # current (per-token cheaper) arm against it every time.
+            best = pick
+        else:
+            cur = self._current if self._current < top else best
+            if loss[cur] <= loss[best] * (1.0 + HYSTERESIS):
+                best = cur
         self._current = best
         u = self._rng.random()
         if u < EXPLORE:
