@@ -243,6 +243,7 @@ def write_coefficients(fits: dict[str, OpFit], err: pd.DataFrame, path: Path = C
             f"(time-weighted {row['weighted']:.1%})."
         )
     lines += ['"""', "", "from nightjar.calibration.ops import ElemFit, OpFit", ""]
+    lines += [f'VIDUR_COMMIT = "{VIDUR_COMMIT}"', ""]
     lines.append("FITS: dict[str, OpFit] = {")
     for gpu, f in sorted(fits.items()):
         lines.append(f'    "{gpu}": OpFit(')

@@ -10,6 +10,8 @@ h100 10.3%, p90 27.8% over 46620 rows (time-weighted 7.2%).
 
 from nightjar.calibration.ops import ElemFit, OpFit
 
+VIDUR_COMMIT = "7d47513"
+
 FITS: dict[str, OpFit] = {
     "a100": OpFit(
         gemm_eff_max=0.74659,
