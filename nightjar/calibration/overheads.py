@@ -98,4 +98,8 @@ def term_values(mode: str) -> dict[str, float]:
 
 
 def term_source(name: str, mode: str) -> str:
-    return TERMS[name][mode].source
+    """The term's source; an eager value equal to the CUDA-graph one cites that one's."""
+    source = TERMS[name][mode].source
+    if mode == EAGER and source.startswith("as with CUDA graphs"):
+        source = f"{source}: {TERMS[name][GRAPH].source}"
+    return source

@@ -319,7 +319,7 @@ def _show_overheads(console: Any, roof: Any) -> None:
     """The roofline's kernel table, verify model and overhead terms with their sources."""
     from rich.table import Table
 
-    from nightjar.calibration.overheads import TERMS
+    from nightjar.calibration.overheads import TERMS, term_source
 
     if not isinstance(roof, dict) or "forward_overhead_s" not in roof:
         return  # a measured profile, or one made before the calibrated roofline
@@ -334,7 +334,7 @@ def _show_overheads(console: Any, roof: Any) -> None:
         if not isinstance(value, int | float):
             continue
         default = TERMS[term].get(mode)
-        source = "?" if default is None else default.source
+        source = "?" if default is None else term_source(term, mode)
         if default is not None and abs(value - default.value) > 1e-12:
             source = f"set in the profile (default {default.value * 1e6:g} us: {source})"
         table.add_row(label, f"{value * 1e6:g}", source)
