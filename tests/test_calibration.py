@@ -22,9 +22,11 @@ from nightjar.profile import bundled_profiles, load_profile
 from nightjar.roofline import RooflineParams, draft_s, eager_params, verify_s
 
 ROOT = Path(__file__).resolve().parents[1]
-# Bounds on the committed extract (7 token counts, TP 1-2, 6-7 models per GPU); the
-# measured values there: median 8-10%, p90 33-39%, time-weighted 5-7%.
-MEDIAN_BOUND, P90_BOUND, WEIGHTED_BOUND = 0.12, 0.45, 0.08
+# Bounds on the committed extract (7 token counts, TP 1-2, 6-7 models per GPU). The
+# committed coefficients give median |error| 7.4 / 9.1 / 11.8%, p90 35 / 43 / 43% and
+# time-weighted 5.1 / 6.6 / 7.3% (a100 / a40 / h100); the p90 is set by 1-5 us
+# element-wise kernels timed at 1 us resolution.
+MEDIAN_BOUND, P90_BOUND, WEIGHTED_BOUND = 0.15, 0.50, 0.10
 
 
 def _fit_script() -> ModuleType:
@@ -48,7 +50,7 @@ def test_fit_error_on_committed_extract_is_bounded() -> None:
         assert row["weighted"] < WEIGHTED_BOUND, (gpu, row["weighted"])
     # The GEMMs, most of a layer's time, fit much better than the whole.
     gemm = err[err["op"].isin(fv.GEMMS)]["error"].abs()
-    assert gemm.median() < 0.07
+    assert gemm.median() < 0.06  # 4.1% measured
 
 
 def test_gemm_efficiency_rises_to_a_plateau() -> None:
