@@ -176,7 +176,8 @@ def _search(loss: Callable[[T], float], fit: T, bounds: dict[str, tuple[float, f
                 cur = getattr(fit, key)
                 base = cur if cur > 0 else 1e-7
                 for f in np.geomspace(1 / span, span, 21):
-                    cand = replace(fit, **{key: float(min(hi, max(lo, base * f)))})
+                    value_f = float(min(hi, max(lo, base * f)))
+                    cand = replace(fit, **{key: value_f})  # type: ignore[arg-type]
                     value = loss(cand)
                     if value < best - 1e-15:
                         best, fit, moved = value, cand, True
@@ -271,10 +272,11 @@ def markdown(err: pd.DataFrame) -> str:
         & err["op"].isin(["attn_pre_proj", "mlp_up_proj", "mlp_down_proj", "input_layernorm"])
         & (err["tp"] == 1)
     ].sort_values(["gpu", "model", "tokens", "op"])
-    for r in sample.itertuples():
+    for r in sample.to_dict("records"):
         out.append(
-            f"| {r.gpu} | {str(r.model).split('/')[1]} | {r.tp} | {r.tokens} | {r.op} | "
-            f"{r.measured_s * 1e3:.4f} | {r.fitted_s * 1e3:.4f} | {r.error:+.1%} |"
+            f"| {r['gpu']} | {str(r['model']).split('/')[1]} | {r['tp']} | {r['tokens']} | "
+            f"{r['op']} | {r['measured_s'] * 1e3:.4f} | {r['fitted_s'] * 1e3:.4f} | "
+            f"{r['error']:+.1%} |"
         )
     out += ["", "| GPU | op | rows | median abs error | p90 abs error | max abs error |",
             "|---|---|---|---|---|---|"]
