@@ -4,7 +4,8 @@ None of these is in Vidur's kernel tables (those time GPU kernels only). Where n
 public figure gives a value, the value is an assumption and says so; the cross-checks
 in docs/profiles.md compare the result with public step times, they do not fit them.
 
-How the roofline uses them (``nightjar/roofline.py``):
+How the roofline uses them (``nightjar/roofline.py``; the forward terms price the
+target's and the draft's forwards alike, since one engine launches both):
 
 * forward = ``forward`` + sum over layers of max(``layer`` host time, the layer's GPU
   kernels) + embedding, final norm and lm_head kernels. With CUDA graphs one replay
