@@ -43,6 +43,9 @@ from nightjar.records import StepRecord
 from nightjar.stats import Interval, mean_interval
 
 BATCHES = (1, 8, 32)
+# The prefill phase: 24 prompts of 200 tokens at once, 2 output tokens (the
+# overload of tests/live/test_overload.py without its decodes); key 0 below.
+PREFILL = (24, 200, 2)
 PROMPT = 32
 CYCLE = "cycle:0,3/8"
 
@@ -99,7 +102,7 @@ class Engine:
         self.llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_GRACE_S)
         contents = read_log(self.log)
         os.unlink(self.log)
-        out: dict[int, list[Phase]] = {b: [] for b in BATCHES}
+        out: dict[int, list[Phase]] = {b: [] for b in (*BATCHES, 0)}
         for b, lo, hi in self.windows:
             phase = Phase()
             for s, c in zip(contents.steps, contents.chosen_gamma, strict=True):
@@ -118,6 +121,10 @@ def _median_step(phase: Phase, b: int) -> float:
 def _median_token(phase: Phase, b: int) -> float:
     zero = phase.zero_steps(b)
     return statistics.median(s.step_time_s / s.emitted for s in zero) if zero else float("nan")
+
+
+def _prefill_s(phase: Phase) -> float:
+    return sum(s.step_time_s for s in phase.steps if s.prefill_tokens > 0)
 
 
 def _acceptance(phases: list[Phase]) -> tuple[float, float]:
@@ -181,6 +188,10 @@ def main() -> None:
             prompts = [[rng.randrange(3, 8192) for _ in range(PROMPT)] for _ in range(b)]
             for engine in engines.values():
                 engine.phase(b, prompts, args.tokens)
+        n, length, out = PREFILL
+        prompts = [[rng.randrange(3, 8192) for _ in range(length)] for _ in range(n)]
+        for engine in engines.values():
+            engine.phase(0, prompts, out)
     runs = {name: engine.close() for name, engine in engines.items()}
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     base = runs["no draft"]
@@ -199,6 +210,20 @@ def main() -> None:
                 f"  {name:9s}"
                 + "".join(f"  B={b}: {c:14s}" for b, c in zip(BATCHES, cells, strict=True))
             )
+    print("\nprefill phase (24 x 200-token prompts): seconds in steps with prompt tokens")
+    for name, phases in runs.items():
+        secs = [_prefill_s(p) for p in phases[0]]
+        rel = [100.0 * (a / b - 1.0) for a, b in zip(secs, map(_prefill_s, base[0]), strict=True)]
+        print(
+            f"  {name:9s} "
+            + "/".join(f"{x:.2f}" for x in secs)
+            + f"   vs no draft {mean_interval(rel).format('{:+.1f}')} %"
+        )
+        ks = [
+            "".join(str(c) for s, c in zip(p.steps, p.chosen, strict=True) if s.prefill_tokens)
+            for p in phases[0]
+        ]
+        print(f"            K chosen on those steps (3 = the draft prefilled them): {ks}")
     print("\nacceptance (accepted/drafted) at K = 3 after K = 0 runs: all K = 3 steps / first one")
     for name in ("sync", "skip"):
         for b in BATCHES:
