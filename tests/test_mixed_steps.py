@@ -21,7 +21,7 @@ from nightjar.output import write_all
 from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.records import StepRecord
 from nightjar.results import ResultSet
-from nightjar.sim import SimConfig, simulate
+from nightjar.sim import DraftKVMode, SimConfig, simulate
 from nightjar.sim.price import StepShape, added_s, price_step
 from nightjar.trace import load_trace
 from nightjar.validate import load_run, step_replay
@@ -147,7 +147,8 @@ def test_replaying_a_runs_steps_through_the_price_gives_its_step_times(
 ) -> None:
     # The simulator's own run, replayed step by step: every kind of step priced
     # exactly as it was charged (the check validate runs on live steps).
-    cfg = SimConfig(max_num_seqs=64, max_num_batched_tokens=2048)
+    # The replay prices gamma 0 with the sync draft pass: simulate in that mode.
+    cfg = SimConfig(max_num_seqs=64, max_num_batched_tokens=2048, draft_kv_mode=DraftKVMode.SYNC)
     result = simulate(load_trace("steady_low"), profile, policy, cfg)
     write_all(ResultSet.build([result]), tmp_path)
     table = step_replay(load_run(next(tmp_path.iterdir())), profile, sync=True)

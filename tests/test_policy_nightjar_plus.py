@@ -69,3 +69,15 @@ def test_deterministic_for_a_seed() -> None:
 
     assert gammas(3) == gammas(3)
     assert gammas(3) != gammas(4)
+
+
+def test_without_a_profile_it_measures_gamma_0_and_stops_speculating() -> None:
+    # A CPU-like step (compute-bound from the first token: verification costs as
+    # much as decoding) at B = 24: gamma 0 wins. Learning only from the arm it
+    # runs, the policy guessed gamma 0 from the speculating arm's time and stayed
+    # at max gamma (issue 15); it must measure gamma 0 itself.
+    cpu = KneeLatency(base_s=0.002, draft_s=0.001, per_token_s=0.003, knee=0)
+    assert cpu.best_gamma(24, 0.8) == 0
+    pol = make_policy("nightjar+", PolicyEnv(gamma_max=3, seed=0, latency=None))
+    trace = run_loop(pol, cpu, lambda t: 24, lambda t, b: [0.8] * b, 300, gamma_max=3)
+    assert trace.share(0, 20) > 0.9

@@ -109,6 +109,31 @@ class NightjarSchedulerMixin:
         sched: Any = self
         return int(ballast_blocks(self.nj, sched.vllm_config, sched.kv_cache_config))
 
+    def _admissible(self, running: int) -> int:
+        """Waiting requests vLLM's admission would take into this step (FCFS).
+
+        An estimate of vLLM's own loop: the token budget left after one token per
+        running request, the free KV blocks and ``max_num_seqs``; the last request
+        taken may be only partly prefilled (chunked prefill), as in vLLM.
+        """
+        sched: Any = self
+        budget = int(sched.max_num_scheduled_tokens) - running
+        free = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+        block = max(int(sched.block_size), 1)
+        taken = 0
+        for request in sched.waiting:
+            if budget <= 0 or running + taken >= self._nj_lookup_len - 1:
+                break
+            left = int(request.num_tokens) - int(request.num_computed_tokens)
+            chunk = min(left, budget)
+            need = -(-chunk // block)
+            if need > free:
+                break
+            budget -= chunk
+            free -= need
+            taken += 1
+        return taken
+
     def add_request(self, request: Any) -> None:
         self.nj_arrivals.record(time.monotonic())
         super().add_request(request)  # type: ignore[misc]
@@ -118,9 +143,12 @@ class NightjarSchedulerMixin:
         now = time.monotonic()
         pool = sched.kv_cache_manager.block_pool
         running, waiting = len(sched.running), len(sched.waiting)
-        # With nothing running yet, the batch-to-be is what admission can take in;
-        # its prefill step drafts for the new requests too.
-        batch = running or min(waiting, self._nj_lookup_len - 1)
+        # The K chosen now is drafted at the end of this step for every request in
+        # it, the ones admitted now included (and the draft runs over their prompt
+        # chunks), so the batch it prices is the running requests plus what
+        # admission takes in this step. Counting the running ones alone priced
+        # the step that admitted 20 prompts at B = 1 (issue 15).
+        batch = max(running + self._admissible(running), min(running + waiting, 1))
         held = self.nj_residency.ballast.held
         # Tokens already in the running requests' KV (the profile's context axis).
         computed = [r.num_computed_tokens for r in sched.running]

@@ -138,6 +138,13 @@ class NightjarPlusPolicy:
         )
         if not ctx.draft_resident:
             return self._chose(0)
+        if not self._times.known(ctx.batch_size, 0):
+            # Learning online, gamma 0 is measured first in every bucket: from the
+            # speculating arm alone the line to gamma 0 is a guess (PRIOR_SLOPE),
+            # optimistic where verification is compute-bound, and a toggle to 0 is
+            # explored too rarely to correct it (issue 15: never stopped at B = 24).
+            # A profile knows every arm (``known`` is always true), so this never fires.
+            return self._chose(0)
         loss = self.losses(ctx.batch_size, ctx.mean_context_len)
         top = lookahead_top(ctx, min(self.arms, ctx.gamma_max + 1))
         best = min(range(top), key=loss.__getitem__)

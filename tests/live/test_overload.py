@@ -65,13 +65,11 @@ def test_nightjar_plus_no_worse_than_nospec_under_overload_and_better_at_low_loa
     # At low load, speculation pays: better than nospec on average over the repeats
     # (one repeat each can swap on a loaded machine: 1.48/2.89 s against 2.55/3.15 s).
     assert sum(plus["low"]) < sum(nospec["low"])
-    # Under overload the goal is "no worse than nospec beyond the run-to-run spread".
-    # Issue 15 is still open on it: nightjar+ was slower than nospec in all four
-    # measured overload repeats (it passed only where a loaded machine's spread was
-    # as large as the effect), so a miss is reported as an expected failure, not
-    # hidden and not allowed to block the suite; a pass is a pass.
-    if min(plus["overload"]) > max(nospec["overload"]) + spread:
-        pytest.xfail(
-            f"issue 15 open: nightjar+ {plus['overload']} s vs nospec "
-            f"{nospec['overload']} s under overload (spread {spread:.2f} s)"
-        )
+    # Under overload: no worse than nospec beyond the run-to-run spread. Issue 15:
+    # nightjar+ lost here (12.7 s against 10.9 s on a quiet machine) because the
+    # step admitting 20 prompts was priced at B = 1 (K > 0, so the draft prefilled
+    # them) and, learning online, it never measured K = 0 at B = 24.
+    assert min(plus["overload"]) <= max(nospec["overload"]) + spread, (
+        f"nightjar+ {plus['overload']} s vs nospec {nospec['overload']} s under overload "
+        f"(spread {spread:.2f} s)"
+    )
