@@ -66,7 +66,7 @@ def test_all_reduce_model() -> None:
 
 
 def _load_fit_script() -> Any:
-    spec = importlib.util.spec_from_file_location("fit", ROOT / "scripts" / "fit_all_reduce.py")
+    spec = importlib.util.spec_from_file_location("fit", ROOT / "benchmarks" / "fit_all_reduce.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -76,7 +76,7 @@ def _load_fit_script() -> Any:
 def test_fit_coefficients_come_from_the_committed_table() -> None:
     fit = _load_fit_script()
     groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    with open(ROOT / "scripts" / "data" / "vidur_all_reduce.csv", encoding="utf-8") as f:
+    with open(ROOT / "benchmarks" / "vidur" / "all_reduce.csv", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             key = (row["gpu"], int(row["num_gpus"]))
             groups.setdefault(key, []).append((float(row["bytes"]), float(row["time_us"]) * 1e-6))
