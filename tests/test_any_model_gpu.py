@@ -202,3 +202,17 @@ def test_unreadable_model_config(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
     with pytest.raises(NightjarInputError, match="is not JSON"):
         load_model_config(str(tmp_path / "bad.json"))
+
+
+def test_name_and_file_flags_exclude_each_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _write(tmp_path / "m" / "config.json", LLAMA_8B)
+    assert _cli("profile", "--roofline", "--gpu", "h200", "--gpu-spec", SPEC, "--model",
+                "llama-3.1-8b", "--draft", "llama-3.2-1b") == 2
+    assert "give --gpu or --gpu-spec, not both" in capsys.readouterr().err
+    assert _cli("profile", "--roofline", "--gpu", "h200", "--model", "llama-3.1-8b",
+                "--model-config", str(cfg), "--draft", "llama-3.2-1b") == 2
+    assert "give --model or --model-config, not both" in capsys.readouterr().err
+    assert _cli("profile", "--model-config", str(cfg), "--out", str(tmp_path / "x")) == 2
+    assert "--model-config only with --roofline" in capsys.readouterr().err

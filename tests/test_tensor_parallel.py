@@ -122,3 +122,8 @@ def test_bundled_tp_profile_loads_and_simulates(tmp_path: Path) -> None:
     assert cli.main(["sim", "--quiet", "--no-report", "--no-oracle", "--trace", "steady_low",
                      "--profile", TP_PROFILE, "--policy", "nospec", "--policy", "nightjar",
                      "--out", str(tmp_path / "run")]) == 0
+
+
+def test_show_says_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["profile", "--show", TP_PROFILE]) == 0
+    assert "tensor parallel 2: memory and KV blocks are per GPU" in capsys.readouterr().out

@@ -278,6 +278,9 @@ def _list() -> int:
             f"{m.kv_bytes_per_token / 1024:g}",
         )
     console.print(gpus, models)
+    console.print("models by Hugging Face id (accepted wherever a model name is):")
+    for m in MODELS.values():
+        console.print(f"  {m.hf_id} = {m.name}", soft_wrap=True)
     console.print("bundled profiles:")
     for name in bundled_profiles():
         console.print(f"  {name}")
@@ -320,5 +323,11 @@ def _show(name: str, context: float) -> int:
         acc = p.acceptance(w)
         assert acc is not None
         console.print(f"acceptance {w}: mean {acc[0]:.2f}, concentration {acc[1]:g}")
+    tp = p.to_json().get("hardware", {}).get("tensor_parallel")
+    if tp:
+        console.print(
+            f"tensor parallel {tp}: memory and KV blocks are per GPU; two all-reduces per "
+            "layer per forward in every step time"
+        )
     console.print(f"command: {p.command}")
     return 0
