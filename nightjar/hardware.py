@@ -56,6 +56,11 @@ class ModelArch:
     tp: int = 1
 
     @property
+    def vocab_rows(self) -> int:
+        """LM-head (and embedding) rows on one rank: vLLM splits them by vocabulary."""
+        return -(-self.vocab // self.tp)
+
+    @property
     def token_space(self) -> int:
         """Size of the token-id space a draft must share with its target."""
         return self.tokens if self.tokens is not None else self.vocab

@@ -111,7 +111,7 @@ def shard(m: ModelArch, tp: int) -> ModelArch:
     attn = h * heads * d * 2 + 2 * h * kv_heads * d
     bias = (heads + 2 * kv_heads) * d if m.qkv_bias else 0
     per_layer = attn + bias + 3 * h * inter
-    embed = -(-m.vocab // tp) * h * (1 if m.tied_embeddings else 2)
+    embed = replace(m, tp=tp).vocab_rows * h * (1 if m.tied_embeddings else 2)
     # The published count can differ from the shape's by a few rows (padding); keep
     # that difference, split like the rest.
     params = m.layers * per_layer + embed + replicated + (m.params - full) // tp

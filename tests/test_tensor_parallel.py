@@ -38,6 +38,8 @@ def test_tp2_halves_weights_and_raises_kv_capacity() -> None:
 def test_kv_heads_replicate_when_fewer_than_ranks() -> None:
     d = shard(get_model("qwen2.5-0.5b"), 2)  # 2 KV heads over 2 ranks: one each
     assert (d.heads, d.kv_heads, d.tp) == (7, 1, 2)
+    # The vocabulary stays whole (logits are gathered for sampling); the LM head's rows split.
+    assert (d.vocab, d.vocab_rows) == (151936, 75968)
     t = shard(get_model("llama-3.2-1b"), 8)  # 8 KV heads: one each
     assert t.kv_heads == 1
 
