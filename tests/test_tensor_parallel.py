@@ -129,3 +129,31 @@ def test_bundled_tp_profile_loads_and_simulates(tmp_path: Path) -> None:
 def test_show_says_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["profile", "--show", TP_PROFILE]) == 0
     assert "tensor parallel 2: memory and KV blocks are per GPU" in capsys.readouterr().out
+
+
+def test_config_gpu_spec_and_tp_together(tmp_path: Path) -> None:
+    """A GPU Vidur never measured, models from config files, TP 2: the bus model."""
+    import json
+
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+           "vocab_size": 128256, "torch_dtype": "bfloat16"}
+    small = {**cfg, "hidden_size": 1024, "num_hidden_layers": 4, "intermediate_size": 2816}
+    for name, c in (("t", cfg), ("d", small)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(c), encoding="utf-8")
+    spec = ("name=pcie-card,bf16_tflops=200,memory_bandwidth_gb_s=1000,memory_gib=24,"
+            "host_link_gb_s=25")
+    outs = []
+    for extra in ("", ",nvlink_gb_s=300"):
+        out = tmp_path / f"p{len(outs)}.json"
+        assert cli.main(["profile", "--roofline", "--gpu-spec", spec + extra, "--model-config",
+                         str(tmp_path / "t"), "--draft-config", str(tmp_path / "d"),
+                         "--tp", "2", "--out", str(out)]) == 0
+        outs.append(load_profile(str(out)))
+    pcie, nvlink = outs
+    hw = pcie.to_json()["hardware"]
+    assert hw["tensor_parallel"] == 2 and hw["all_reduce_model"].startswith("bus-bandwidth")
+    assert pcie.name == "pcie-card-tp2/t+d"
+    # Over PCIe the all-reduces of a large verify pass cost more than over NVLink.
+    assert pcie.step_time_s(256, 3, 512) > nvlink.step_time_s(256, 3, 512)
