@@ -78,9 +78,14 @@ def _build(
     show_offloads = any("offloads" in s.extra for s in summaries)
     # The SLO thresholds sit under the table: goodput and SLO % mean nothing without them.
     slos = sorted({s.slo.describe() for s in summaries})
+    # SIMPLE_HEAD already puts a space between columns; narrow consoles get no padding
+    # on top, or rich silently crops the last columns (offloads, regret) at 80.
     table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-                caption="; ".join(slos) or None)
-    table.add_column("policy", overflow="fold", min_width=8, max_width=30)
+                caption="; ".join(slos) or None, padding=(0, 1) if wide else (0, 0))
+    # Short specs (nightjar-code, nightjar+) must not fold; long parametric ones may.
+    longest = max((len(s.policy) for s in summaries), default=8)
+    table.add_column("policy", overflow="fold", min_width=min(max(longest, 8), 13),
+                     max_width=30)
     stat = "mean/p99" if wide else "mean"
     headers = ["tok/s", f"TTFT s\n{stat}", f"TPOT ms\n{stat}", f"E2E s\n{stat}"]
     # Goodput (req/s) and SLO attainment share a column; narrow consoles keep only

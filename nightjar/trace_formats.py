@@ -19,11 +19,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from nightjar.csv_rows import csv_rows
 from nightjar.errors import NightjarInputError
 from nightjar.trace import Prompt, Trace
 from nightjar.trace_import import ImportReport, _explicit, estimate_tokens
@@ -32,34 +33,6 @@ from nightjar.workloads import get_workload
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 VLLM_DEFAULT_OUTPUT_LEN = 256
-
-
-def _rows(path: Path, needed: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
-    """(``"<path>: line N"``, row by column) for every non-blank data row."""
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise NightjarInputError(f"{path}: empty CSV")
-            cols = [h.strip() for h in header]
-            missing = [c for c in needed if c not in cols]
-            if missing:
-                raise NightjarInputError(
-                    f"{path}: line 1: missing column(s) {', '.join(missing)} "
-                    f"(need {','.join(needed)})"
-                )
-            for row in reader:
-                where = f"{path}: line {reader.line_num}"
-                if not row or all(not c.strip() for c in row):
-                    continue
-                if len(row) != len(cols):
-                    raise NightjarInputError(
-                        f"{where}: expected {len(cols)} fields, got {len(row)}"
-                    )
-                yield where, dict(zip(cols, (c.strip() for c in row), strict=True))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
 
 
 def _number(text: str, col: str, where: str) -> float:
@@ -90,7 +63,7 @@ def import_vidur_csv(
     prompt: list[int] = []
     output: list[int] = []
     skipped = 0
-    for where, row in _rows(path, VIDUR_COLUMNS):
+    for where, row in csv_rows(path, VIDUR_COLUMNS):
         t = _number(row["arrived_at"], "arrived_at", where)
         p = _count(row["num_prefill_tokens"], "num_prefill_tokens", where)
         o = _count(row["num_decode_tokens"], "num_decode_tokens", where)
@@ -139,7 +112,7 @@ def import_burstgpt_csv(
     output: list[int] = []
     skipped = 0
     base: float | None = None
-    for where, row in _rows(path, BURSTGPT_COLUMNS):
+    for where, row in csv_rows(path, BURSTGPT_COLUMNS):
         ts = _number(row["Timestamp"], "Timestamp", where)
         base = ts if base is None else base
         t = ts - base

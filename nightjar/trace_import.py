@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from nightjar.csv_rows import csv_rows
 from nightjar.errors import NightjarInputError
 from nightjar.reading import check_regular, loads_json, read_text
 from nightjar.trace import Prompt, Trace
@@ -84,51 +84,28 @@ def import_azure_csv(
     output: list[int] = []
     zero = non_finite = 0
     check_regular(path, f"{path}")
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise NightjarInputError(f"{path}: empty CSV")
-            cols = [h.strip() for h in header]
-            missing = [c for c in AZURE_COLUMNS if c not in cols]
-            if missing:
-                raise NightjarInputError(
-                    f"{path}: line 1: missing column(s) {', '.join(missing)} "
-                    f"(need {','.join(AZURE_COLUMNS)})"
-                )
-            i_ts, i_ctx, i_gen = (cols.index(c) for c in AZURE_COLUMNS)
-            base: float | None = None
-            for row in reader:
-                where = f"{path}: line {reader.line_num}"
-                if not row or all(not c.strip() for c in row):
-                    continue
-                if len(row) != len(cols):
-                    raise NightjarInputError(
-                        f"{where}: expected {len(cols)} fields, got {len(row)}"
-                    )
-                ts = _timestamp(row[i_ts], where)
-                ctx = _count(row[i_ctx], "ContextTokens", where)
-                gen = _count(row[i_gen], "GeneratedTokens", where)
-                if not math.isfinite(ts):  # NaN or Inf: no arrival time, counted
-                    non_finite += 1
-                    continue
-                base = ts if base is None else base
-                t = ts - base
-                if t < 0:
-                    raise NightjarInputError(f"{where}: TIMESTAMP is earlier than the first row")
-                if not start_s <= t < end_s:
-                    continue
-                if ctx == 0 or gen == 0:
-                    zero += 1
-                    continue
-                arrival.append(t - start_s)
-                prompt.append(ctx)
-                output.append(gen)
-                if limit is not None and len(arrival) >= limit:
-                    break
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
+    base: float | None = None
+    for where, row in csv_rows(path, AZURE_COLUMNS):
+        ts = _timestamp(row["TIMESTAMP"], where)
+        ctx = _count(row["ContextTokens"], "ContextTokens", where)
+        gen = _count(row["GeneratedTokens"], "GeneratedTokens", where)
+        if not math.isfinite(ts):  # NaN or Inf: no arrival time, counted
+            non_finite += 1
+            continue
+        base = ts if base is None else base
+        t = ts - base
+        if t < 0:
+            raise NightjarInputError(f"{where}: TIMESTAMP is earlier than the first row")
+        if not start_s <= t < end_s:
+            continue
+        if ctx == 0 or gen == 0:
+            zero += 1
+            continue
+        arrival.append(t - start_s)
+        prompt.append(ctx)
+        output.append(gen)
+        if limit is not None and len(arrival) >= limit:
+            break
     reasons = [f"{n} {why}" for n, why in (
         (zero, "with zero ContextTokens or GeneratedTokens"),
         (non_finite, "with a NaN or infinite TIMESTAMP"),

@@ -228,3 +228,14 @@ def test_summary_table_fits_120_columns_and_narrows_legibly() -> None:
     assert "mean/p99" in texts[120] and "1.33/1.98" in texts[120] and "3/4" in texts[120]
     assert "loads" in texts[120] and "100" in texts[120]  # offloads and regret columns
     assert "mean/p99" not in texts[80] and "1.33" in texts[80]
+    assert "loads" in texts[80] and "100" in texts[80]  # no column cropped at 80
+
+
+def test_short_policy_names_do_not_fold_at_80_columns() -> None:
+    runs = [hand_run(p) for p in ("nospec", "nightjar-code", "nightjar+")]
+    regrets = {r.policy: regret(r, hand_run("oracle", 0.5)) for r in runs}
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(summary_table([summarize(r) for r in runs], regrets))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "nightjar-code" in text and "nightjar+" in text and "loads" in text
