@@ -6,7 +6,8 @@ separated by commas::
     name=h20,bf16_tflops=148,memory_bandwidth_gb_s=4000,memory_gib=95.6,host_link_gb_s=50
 
 Units are in the key names (decimal TB/GB, binary GiB for memory, as ``nvidia-smi``
-reports it); ``nvlink_gb_s`` (GPU-to-GPU, per direction; only for ``--tp``) and
+reports it); ``nvlink_gb_s`` (GPU-to-GPU, per direction; only for ``--tp``), ``like`` (a catalogue
+GPU of the same architecture whose measured tables stand in for this one) and
 ``description`` are optional.
 """
 
@@ -20,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
-from nightjar.hardware import GPU
+from nightjar.hardware import GPU, GPUS
 
 REQUIRED = ("bf16_tflops", "memory_bandwidth_gb_s", "memory_gib", "host_link_gb_s")
 OPTIONAL_NUMBERS = ("nvlink_gb_s",)
-OPTIONAL_TEXT = ("name", "description")
+OPTIONAL_TEXT = ("name", "description", "like")
 
 
 def _read(spec: str) -> dict[str, Any]:
@@ -81,6 +82,11 @@ def parse_gpu_spec(spec: str) -> GPU:
             f"--gpu-spec: name must be letters, digits, '.', '_' and '-', got {name!r}"
         )
     nvlink = _number(data, "nvlink_gb_s") * 1e9 if "nvlink_gb_s" in data else 0.0
+    like = str(data["like"]).lower() if "like" in data else None
+    if like is not None and like not in GPUS:
+        raise NightjarInputError(
+            f"--gpu-spec: like={like!r} is not a catalogue GPU ({', '.join(sorted(GPUS))})"
+        )
     return GPU(
         name=name,
         description=str(data.get("description", f"{name} (--gpu-spec)")),
@@ -89,4 +95,6 @@ def parse_gpu_spec(spec: str) -> GPU:
         memory_bytes=int(_number(data, "memory_gib") * 2**30),
         host_link_bytes_per_s=_number(data, "host_link_gb_s") * 1e9,
         nvlink_bytes_per_s=nvlink,
+        all_reduce_table=GPUS[like].all_reduce_table if like else None,
+        like=like,
     )

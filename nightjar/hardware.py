@@ -30,6 +30,8 @@ class GPU:
     # all-reduces ("a100", "h100"), or None for the bus-bandwidth model
     # (nightjar.tensor_parallel).
     all_reduce_table: str | None = None
+    # For a --gpu-spec GPU: the catalogue GPU whose measured tables stand in for it.
+    like: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,8 @@ def test_gpu_spec_inline_json_and_toml(tmp_path: Path) -> None:
     toml.write_text("\n".join(f'{k} = "{v}"' if k == "name" else f"{k} = {v}"
                               for k, v in keys.items()), encoding="utf-8")
     assert parse_gpu_spec(str(toml)) == inline
+    hopper = parse_gpu_spec(SPEC + ",like=H100-80GB")
+    assert (hopper.like, hopper.all_reduce_table) == ("h100-80gb", "h100")
 
 
 @pytest.mark.parametrize(
@@ -123,6 +125,7 @@ def test_gpu_spec_inline_json_and_toml(tmp_path: Path) -> None:
         ("bf16_tflops", "is not key=value"),
         ("/nonexistent/gpu.json", "cannot read --gpu-spec /nonexistent/gpu.json"),
         (SPEC.replace("name=h20", "name=a/b"), "name must be letters"),
+        (SPEC + ",like=tpu", "like='tpu' is not a catalogue GPU"),
     ],
 )
 def test_bad_gpu_spec_is_one_line_exit_2(
