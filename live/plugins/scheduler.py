@@ -37,8 +37,7 @@ from nightjar.live.plugins.stepstats import StepStats
 from nightjar.live.profiling.latency import Clamped, load_latency
 from nightjar.live.residency.coordinator import (
     Residency,
-    draft_weight_bytes,
-    kv_bytes_per_block,
+    ballast_blocks,
     memory_controller,
 )
 from nightjar.live.settings import LiveSettings
@@ -105,13 +104,7 @@ class NightjarSchedulerMixin:
 
     def _draft_blocks(self) -> int:
         sched: Any = self
-        if self.nj.ballast_blocks is not None:
-            return int(self.nj.ballast_blocks)
-        spec = sched.vllm_config.speculative_config
-        if spec is None or spec.draft_model_config is None:
-            return 0
-        per_block = kv_bytes_per_block(sched.kv_cache_config)
-        return int(-(-draft_weight_bytes(spec.draft_model_config.model) // per_block))
+        return int(ballast_blocks(self.nj, sched.vllm_config, sched.kv_cache_config))
 
     def add_request(self, request: Any) -> None:
         self.nj_arrivals.record(time.monotonic())

@@ -18,6 +18,7 @@ docs/live.md.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any, cast
@@ -28,6 +29,8 @@ from vllm.logger import init_logger
 from nightjar.live.kernels.ops import migrate_blocks
 from nightjar.live.kernels.plan import Pair, remap_block_ids, remap_block_table
 from nightjar.live.plugins.message import message_of
+from nightjar.live.residency.alias import AliasedParking, blocks_needed, plain_linears
+from nightjar.live.residency.coordinator import ballast_blocks
 from nightjar.live.residency.parking import WeightParking
 from nightjar.live.settings import LiveSettings
 from nightjar.memory import Action
@@ -39,6 +42,23 @@ log = init_logger(__name__)
 # moves anything, as a failed copy would. Read once per worker; never set it in
 # production.
 FAULT_ENV = "NIGHTJAR_TEST_FAULT"
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory (Linux /proc), for the aliasing memory tests.
+
+    Freed memory is first handed back to the OS (glibc ``malloc_trim``), so the
+    number counts live allocations rather than what the allocator kept cached.
+    """
+    import ctypes
+    import ctypes.util
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc:
+        ctypes.CDLL(libc).malloc_trim(0)
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 class InjectedFault(RuntimeError):
@@ -58,7 +78,7 @@ def _base_worker() -> type:
 
 
 class NightjarWorkerMixin:
-    _nj_parking: WeightParking | None = None
+    _nj_parking: WeightParking | AliasedParking | None = None
     _nj_real_propose: Any = None
     _nj_skip_now = False  # skip the draft forward in the current step
     _nj_skip_at_zero = False  # settings.draft_kv == "skip"
@@ -136,6 +156,52 @@ class NightjarWorkerMixin:
             "failed": len(self._nj_failed),
         }
 
+    def nightjar_alias_report(self) -> dict[str, Any]:
+        """Whether the drafter's weights live inside the KV region, and its bytes."""
+        parking = self._nj_parking
+        if not isinstance(parking, AliasedParking):
+            return {"aliased": False}
+        return {
+            "aliased": True,
+            "parked": parking.parked,
+            "inside": parking.parked or parking.inside_region(),
+            "region_blocks": len(parking.region),
+            "bytes": parking.resident_bytes,
+            "rss_bytes": _rss_bytes(),
+        }
+
+    def nightjar_rss_bytes(self) -> int:
+        return _rss_bytes()
+
+    def _nj_alias(self, settings: LiveSettings) -> None:
+        """Place the drafter's weights in the ballast region (``settings.alias``)."""
+        from vllm.platforms import current_platform
+        from vllm.v1.kv_cache_interface import group_kernel_blocks
+
+        drafter = self._nj_drafter()
+        runner: Any = getattr(self, "model_runner", None)
+        vllm_config: Any = getattr(self, "vllm_config", None)
+        config = runner.kv_cache_config
+        num_blocks = int(config.num_blocks)
+        blocks = ballast_blocks(settings, vllm_config, config)
+        caches = [group_kernel_blocks(c, num_blocks) for c in runner.kv_caches]
+        if current_platform.is_cpu():
+            plain_linears(drafter.model)
+        params = list(drafter.model.parameters())
+        sizes = [p.numel() * p.element_size() for p in params]
+        per_layer = [c[0].numel() * c.element_size() for c in caches]
+        needed = blocks_needed(sizes, per_layer, 64)
+        if needed > blocks:
+            raise ValueError(
+                f"nightjar: aliasing the draft needs a ballast of {needed} KV blocks, "
+                f"the engine withholds {blocks}: give --ballast-blocks {needed}"
+            )
+        self._nj_parking = AliasedParking(
+            drafter.model, caches, range(num_blocks - blocks, num_blocks)
+        )
+        gc.collect()  # the original weights and the prepacked handles go now
+        log.info("nightjar: draft weights aliased into %d ballast blocks", blocks)
+
     def nightjar_draft_parked(self) -> bool:
         return self._nj_parking is not None and self._nj_parking.parked
 
@@ -149,6 +215,8 @@ class NightjarWorkerMixin:
         vllm_config: Any = getattr(self, "vllm_config", None)
         settings = LiveSettings.from_config(getattr(vllm_config, "additional_config", None))
         self._nj_skip_at_zero = settings.draft_kv == "skip"
+        if settings.alias:
+            self._nj_alias(settings)
 
     def execute_model(self, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         self._nj_install()

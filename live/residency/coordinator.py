@@ -54,6 +54,24 @@ def draft_weight_bytes(model_path: str) -> int:
     )
 
 
+def ballast_blocks(settings: LiveSettings, vllm_config: Any, kv_cache_config: Any) -> int:
+    """KV blocks the draft stands for, per rank; the scheduler and every worker agree.
+
+    ``settings.ballast_blocks`` when given; else the draft's weight-file bytes over
+    the tensor-parallel ranks (its linears and embeddings are sharded; the few
+    replicated norms are ignored), over one rank's bytes per block.
+    """
+    if settings.ballast_blocks is not None:
+        return int(settings.ballast_blocks)
+    spec = vllm_config.speculative_config
+    if spec is None or spec.draft_model_config is None:
+        return 0
+    per_block = kv_bytes_per_block(kv_cache_config)
+    ranks = int(vllm_config.parallel_config.tensor_parallel_size)
+    per_rank = -(-draft_weight_bytes(spec.draft_model_config.model) // ranks)
+    return int(-(-per_rank // per_block))
+
+
 def kv_bytes_per_block(kv_cache_config: Any) -> int:
     total = int(sum(t.size for t in kv_cache_config.kv_cache_tensors))
     return max(1, total // max(1, int(kv_cache_config.num_blocks)))

@@ -130,6 +130,12 @@ def add_parser(sub: Any) -> None:
         "step table measured by an earlier live run (DIR/<policy>/step_table.json)",
     )
     p.add_argument(
+        "--alias-draft",
+        action="store_true",
+        help="keep the draft's weights inside the withheld KV blocks (real reclaim; on CPU "
+        "the draft's linears run slower, docs/kernels.md; give --ballast-blocks if asked)",
+    )
+    p.add_argument(
         "--ballast-blocks",
         type=int,
         default=None,
@@ -144,7 +150,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
     p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len (tokens)")
     p.add_argument("--max-num-seqs", type=int, default=64, help="vLLM max_num_seqs (batch cap)")
-    p.add_argument("--kv-cache-gb", type=float, default=None, help="KV pool size (GiB)")
+    p.add_argument(
+        "--kv-cache-gb", type=float, default=None, help="KV pool size per rank (GiB)"
+    )
+    p.add_argument(
+        "--tensor-parallel-size",
+        type=int,
+        default=1,
+        help="ranks to shard target and draft over (vLLM's TP); on CPU each rank gets its "
+        "own cores unless VLLM_CPU_OMP_THREADS_BIND is set",
+    )
     p.add_argument(
         "--compile",
         action="store_true",
@@ -264,7 +279,8 @@ def _check_kv_room(args: argparse.Namespace, draft: str | None, memory: Any) -> 
         return  # counted in blocks: the scheduler checks it against the pool
     from nightjar.live.residency.coordinator import draft_weight_bytes
 
-    draft_bytes = draft_weight_bytes(draft)
+    # Per rank: --kv-cache-gb is one rank's pool, and each rank holds 1/TP of the draft.
+    draft_bytes = draft_weight_bytes(draft) / args.tensor_parallel_size
     pool_bytes = args.kv_cache_gb * 2**30
     if draft_bytes >= pool_bytes:
         raise NightjarInputError(
@@ -292,6 +308,7 @@ def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, setti
         enforce_eager=not args.compile,
         spec_tokens=spec_tokens,
         load_progress=args.verbose,
+        tensor_parallel_size=args.tensor_parallel_size,
     )
 
 
@@ -319,6 +336,10 @@ def run(args: argparse.Namespace) -> int:
     memory = memory_settings(args)
     profile = _check_profile(args.profile)
     reload_cost = _reload_cost(args, profile, memory)
+    if args.tensor_parallel_size < 1:
+        raise NightjarInputError(
+            f"--tensor-parallel-size must be >= 1, got {args.tensor_parallel_size}"
+        )
     if args.ballast_blocks is not None and args.ballast_blocks < 0:
         raise NightjarInputError(f"--ballast-blocks must be >= 0, got {args.ballast_blocks}")
     target = resolve_model(args.model, "model")
@@ -340,6 +361,7 @@ def run(args: argparse.Namespace) -> int:
         reload_cost_s=reload_cost,
         ballast_blocks=args.ballast_blocks,
         reload=args.reload,
+        alias=args.alias_draft,
         profile=profile,
         forced_residency=forced[0],
         forced_residency_ms=forced[1],
