@@ -14,6 +14,10 @@ Interpolation rule (the simulator relies on it):
 * context length is linear between the two neighbouring grid points;
 * prefill tokens are piecewise-linear between rows; 0 tokens cost 0, and below the
   first row the cost is linear from (0, 0) to it;
+* the optional mixed-step table (what a prompt chunk adds to a decode step) is linear
+  between its batch sizes (indexed by the decode tokens in the forward) and piecewise
+  linear in prompt tokens from (0, 0); more tokens than its last column are priced as
+  chunks of that column (:meth:`Profile.mixed_added_s`);
 * nothing is extrapolated: a batch size or context outside the grid is priced at the
   grid's edge (:meth:`Profile.clamp`, the one clamp every caller shares; engines
   count such steps as ``context_clamped_steps``); a prefill beyond the last row
@@ -175,6 +179,11 @@ class Profile:
         self._pf_target = p.prefill_target_s
         self._pf_draft = p.prefill_draft_s
         self.max_prefill_tokens: int = int(self._pf_tokens[-1])
+        self.mixed_batch_sizes: tuple[int, ...] = tuple(p.mixed_batch_sizes)
+        self.mixed_tokens: tuple[int, ...] = tuple(p.mixed_tokens)
+        self._mixed = p.mixed_added_s
+        self._mixed_b = [float(b) for b in p.mixed_batch_sizes]
+        self._mixed_t = [0.0, *(float(t) for t in p.mixed_tokens)]
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source_name: str) -> Profile:
@@ -265,6 +274,41 @@ class Profile:
 
     def draft_prefill_time_s(self, num_tokens: int) -> float:
         return self._prefill(num_tokens, self._pf_draft)
+
+    @property
+    def has_mixed(self) -> bool:
+        """Whether the profile measured mixed steps (decodes + prompt chunk in one step)."""
+        return bool(self._mixed)
+
+    def mixed_off_grid(self, decode_tokens: int) -> bool:
+        """Whether a mixed lookup with this many decode tokens is priced at the edge."""
+        return not self.mixed_batch_sizes[0] <= decode_tokens <= self.mixed_batch_sizes[-1]
+
+    def mixed_added_s(self, decode_tokens: int, tokens: int) -> float:
+        """What ``tokens`` prompt tokens add to a step that decodes ``decode_tokens``
+        tokens (``B (1 + gamma)``), from the measured mixed steps.
+
+        The decode tokens are clamped to the table's batch sizes (the caller counts
+        that, :meth:`mixed_off_grid`); beyond the last token column the prompt is priced
+        as full chunks of it plus the rest, never extrapolated.
+        """
+        if not self._mixed:
+            raise ProfileRangeError(f"profile {self.name}: no mixed-step table")
+        if tokens <= 0:
+            return 0.0
+        top = self.mixed_tokens[-1]
+        full, rest = divmod(tokens, top)
+        i, w = _segment(self._mixed_b, min(max(float(decode_tokens), self._mixed_b[0]),
+                                           self._mixed_b[-1]))
+        lo = [0.0, *self._mixed[self.mixed_batch_sizes[i]]]
+        hi = lo if w == 0.0 else [0.0, *self._mixed[self.mixed_batch_sizes[i + 1]]]
+        row = [x + w * (y - x) for x, y in zip(lo, hi, strict=True)]
+
+        def at(t: int) -> float:
+            j, v = _segment(self._mixed_t, float(t))
+            return row[j] + v * (row[j + 1] - row[j])
+
+        return full * row[-1] + (at(rest) if rest else 0.0)
 
     def acceptance(self, workload: str) -> tuple[float, float] | None:
         return self._acceptance.get(workload)

@@ -10,7 +10,7 @@ import difflib
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nightjar.errors import NightjarInputError
@@ -36,12 +36,13 @@ MEMORY_FLOAT_FIELDS = (
 TOP_KEYS = frozenset({
     "format_version", "name", "source", "command", "notes", "gpu", "target", "draft",
     "hardware", "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
-    "acceptance",
+    "mixed", "acceptance",
 })
 ACCEPTANCE_KEYS = frozenset({"mean", "concentration"})
 DECODE_COLUMNS = ("batch_size", "gamma", "context_len", "step_ms", "draft_ms", "verify_ms")
 DRAFT_FORWARD_COLUMNS = ("batch_size", "context_len", "ms")
 PREFILL_COLUMNS = ("tokens", "target_ms", "draft_ms")
+MIXED_COLUMNS = ("batch_size", "tokens", "added_ms")
 
 
 @dataclass
@@ -63,6 +64,11 @@ class ParsedProfile:
     prefill_target_s: list[float]
     prefill_draft_s: list[float]
     acceptance: dict[str, tuple[float, float]]
+    # Optional (measured profiles): mixed[batch] = seconds n prompt tokens add to a
+    # decode step of that batch, over mixed_tokens. Empty when the profile has none.
+    mixed_batch_sizes: list[int] = field(default_factory=list)
+    mixed_tokens: list[int] = field(default_factory=list)
+    mixed_added_s: dict[int, list[float]] = field(default_factory=dict)
 
 
 # Larger values are typos (and would overflow int64 arithmetic downstream).
@@ -182,6 +188,21 @@ def _acceptance(r: _Reader, data: dict[str, Any]) -> dict[str, tuple[float, floa
     return out
 
 
+def _mixed(r: _Reader, data: dict[str, Any]) -> tuple[list[int], list[int], dict[int, list[float]]]:
+    """The optional mixed-step table: a full (batch_size, tokens) grid."""
+    if "mixed" not in data:
+        return [], [], {}
+    rows = r.rows(data, "mixed", MIXED_COLUMNS)
+    bs = sorted({int(row[0]) for row in rows})
+    ts = sorted({int(row[1]) for row in rows})
+    if ts[0] < 1:
+        raise r.fail("mixed", "token counts must be >= 1")
+    cells = {(int(row[0]), int(row[1])): row[2] / 1e3 for row in rows}
+    if len(cells) != len(rows) or len(rows) != len(bs) * len(ts):
+        raise r.fail("mixed", "must be a full (batch_size, tokens) grid without duplicates")
+    return bs, ts, {b: [cells[(b, t)] for t in ts] for b in bs}
+
+
 def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> ParsedProfile:
     r = _Reader(src)
     r.known(data, TOP_KEYS)
@@ -212,6 +233,7 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
     tokens = [int(row[0]) for row in pf]
     if len(set(tokens)) != len(tokens) or tokens[0] < 1:
         raise r.fail("prefill", "token counts must be distinct and >= 1")
+    mixed = _mixed(r, data)
     return ParsedProfile(
         name=r.text(data, "name"),
         source=source,
@@ -229,4 +251,7 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
         prefill_target_s=[row[1] / 1e3 for row in pf],
         prefill_draft_s=[row[2] / 1e3 for row in pf],
         acceptance=_acceptance(r, data),
+        mixed_batch_sizes=mixed[0],
+        mixed_tokens=mixed[1],
+        mixed_added_s=mixed[2],
     )

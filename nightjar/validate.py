@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, fields
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,52 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
     )
 
 
+STEP_KINDS = ("decode", "mixed", "prefill")
+
+
+def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
+    """Every live step's composition priced by the simulator's price function.
+
+    Per kind of step (pure ``decode``; ``mixed``: decodes and prompt tokens in one
+    step; ``prefill``: prompt tokens only): steps, their measured and priced total
+    seconds, the error of the total, the median per-step error and |error|, and the
+    steps priced at a table's edge. This isolates the step-price model from
+    scheduling: the same steps, not the simulator's own.
+    """
+    from nightjar.policy import spec_needs_draft
+    from nightjar.sim.price import StepShape, price_step
+
+    s = run.steps_frame()
+    s = s[(s["batch_size"] > 0) | (s["prefill_tokens"] > 0)]
+    s = s[s["gamma"] <= profile.gamma_max]
+    loaded = spec_needs_draft(run.policy)
+    priced, edge = [], []
+    for n, g, d, c, p in zip(s["batch_size"], s["gamma"], s["drafted"], s["mean_context_len"],
+                             s["prefill_tokens"], strict=True):
+        price = price_step(profile, StepShape(
+            n_decode=int(n), g_max=int(g), drafted=int(d), mean_ctx=float(c),
+            prefill_tokens=int(p), draft_loaded=loaded, sync=sync,
+        ))
+        priced.append(price.total_s)
+        edge.append(price.off_grid)
+    kind = np.where(s["prefill_tokens"] == 0, "decode",
+                    np.where(s["batch_size"] > 0, "mixed", "prefill"))
+    s = s.assign(priced_s=priced, edge=edge, kind=kind)
+    s = s.assign(error_pct=100.0 * (s["priced_s"] / s["step_time_s"] - 1.0))
+    rows = []
+    for k in STEP_KINDS:
+        g = s[s["kind"] == k]
+        if g.empty:
+            continue
+        live_s, sim_s = float(g["step_time_s"].sum()), float(g["priced_s"].sum())
+        rows.append({"kind": k, "steps": len(g), "live_s": live_s, "priced_s": sim_s,
+                     "total_error_pct": 100.0 * (sim_s / live_s - 1.0) if live_s else np.nan,
+                     "median_error_pct": float(g["error_pct"].median()),
+                     "median_abs_error_pct": float(g["error_pct"].abs().median()),
+                     "at_edge": int(g["edge"].sum())})
+    return pd.DataFrame(rows)
+
+
 def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:
     """One row per metric: live, sim, and the sim's error relative to live."""
     a, b = summarize(live).as_dict(), summarize(sim).as_dict()
@@ -213,8 +260,8 @@ class Agreement:
     """Whether the simulator orders the policies as the engine did, and by how much
     each policy's scheduler-level metrics miss."""
 
-    errors: pd.DataFrame  # policy x metric: live, sim, error_pct
-    ranking: pd.DataFrame  # by: live order, sim order, same
+    errors: pd.DataFrame  # policy x metric: live, sim (means), their 95% intervals, error_pct
+    ranking: pd.DataFrame  # by: live order, sim order, same, unresolved live pairs
 
     @property
     def same_ranking(self) -> bool:
@@ -222,27 +269,49 @@ class Agreement:
 
 
 def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
-    """``pairs``: (live, sim) per policy, the sim replaying the live run's trace."""
-    rows = []
-    live_m: dict[str, dict[str, float]] = {}
-    sim_m: dict[str, dict[str, float]] = {}
+    """``pairs``: (live, sim) per policy and repeat, the sim replaying the live run's
+    trace. Repeats of a policy (several live runs of it) are averaged, with their 95%
+    interval (``nightjar.stats.mean_interval``); the rankings compare the means, and
+    name the live neighbours whose intervals overlap (an order the engine itself did
+    not resolve)."""
+    from nightjar.stats import Interval, mean_interval
+
+    live_v: dict[str, dict[str, list[float]]] = {}
+    sim_v: dict[str, dict[str, list[float]]] = {}
     for live, sim in pairs:
         a, b = summarize(live).as_dict(), summarize(sim).as_dict()
-        live_m[live.policy] = {k: float(a[k]) for k in AGREEMENT}
-        sim_m[live.policy] = {k: float(b[k]) for k in AGREEMENT}
+        lvals = live_v.setdefault(live.policy, {k: [] for k in AGREEMENT})
+        svals = sim_v.setdefault(live.policy, {k: [] for k in AGREEMENT})
         for key in AGREEMENT:
-            lv, sv = float(a[key]), float(b[key])
+            lvals[key].append(float(a[key]))
+            svals[key].append(float(b[key]))
+    live_m: dict[str, dict[str, Interval]] = {
+        p: {k: mean_interval(v) for k, v in m.items()} for p, m in live_v.items()}
+    sim_m: dict[str, dict[str, Interval]] = {
+        p: {k: mean_interval(v) for k, v in m.items()} for p, m in sim_v.items()}
+    rows = []
+    for policy in live_m:
+        for key in AGREEMENT:
+            lv_i, sv_i = live_m[policy][key], sim_m[policy][key]
+            lv, sv = lv_i.mean, sv_i.mean
             ok = lv and np.isfinite(lv) and np.isfinite(sv)
-            rows.append({"policy": live.policy, "metric": key, "live": lv, "sim": sv,
+            rows.append({"policy": policy, "metric": key, "runs": lv_i.n, "live": lv,
+                         "sim": sv, "live_95": lv_i.format("{:.4g}"),
+                         "sim_95": sv_i.format("{:.4g}"),
                          "error_pct": 100.0 * (sv / lv - 1.0) if ok else np.nan})
 
-    def order(m: dict[str, dict[str, float]], key: str, best_low: bool) -> list[str]:
-        return sorted(m, key=lambda p: m[p][key] if best_low else -m[p][key])
+    def order(m: dict[str, dict[str, Interval]], key: str, best_low: bool) -> list[str]:
+        return sorted(m, key=lambda p: m[p][key].mean if best_low else -m[p][key].mean)
 
     ranking = []
     for key, low, label in (("e2e_s_mean", True, "mean E2E"),
                             ("throughput_tok_s", False, "throughput")):
         lo, so = order(live_m, key, low), order(sim_m, key, low)
-        ranking.append({"by": label, "live": " < ".join(lo) if low else " > ".join(lo),
-                        "sim": " < ".join(so) if low else " > ".join(so), "same": lo == so})
+        # Neighbours in the live order whose intervals overlap (one run each: all).
+        open_pairs = [f"{x}~{y}" for x, y in pairwise(lo)
+                      if not (live_m[x][key].above(live_m[y][key])
+                              or live_m[x][key].below(live_m[y][key]))]
+        sep = " < " if low else " > "
+        ranking.append({"by": label, "live": sep.join(lo), "sim": sep.join(so),
+                        "same": lo == so, "unresolved_live": ", ".join(open_pairs) or "-"})
     return Agreement(pd.DataFrame(rows), pd.DataFrame(ranking))

@@ -25,7 +25,6 @@ from nightjar.arrivals import ARRIVAL_WINDOW_S
 from nightjar.driver import StepDriver
 from nightjar.errors import NightjarInputError
 from nightjar.policy import Policy, spec_needs_draft
-from nightjar.prefill import chunked_prefill_s
 from nightjar.profile import Profile
 from nightjar.records import StepRecord
 from nightjar.sim.acceptance import sample_accepted
@@ -35,11 +34,14 @@ from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft
+from nightjar.sim.price import StepShape, price_step
 from nightjar.types import Decision, StepContext, StepOutcome
 
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
 IDLE_POLL_S = 0.01
+# Budget tokens vLLM V1 reserves per scheduled request for a draft model's slot.
+DRAFT_SLOTS = 1
 
 
 class SimulationStalled(NightjarInputError):
@@ -92,6 +94,12 @@ class Engine:
         # server would be: the whole pool for the target and nothing to offload.
         with_draft = spec_needs_draft(getattr(policy, "name", ""))
         self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=with_draft))
+        # vLLM V1 with a draft model reserves one more token of the step's input
+        # budget per scheduled request, decoding or prefilling
+        # (``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for draft_model):
+        # live mixed steps of B decodes at gamma 3 carry 2048 - B(3 + 2) - (prompts)
+        # prompt tokens. The paper's V0 engine has no such term.
+        self.draft_slots = DRAFT_SLOTS if with_draft and config.engine is SchedulerMode.V1 else 0
         self.draft: DraftMemory | NoDraft = (
             DraftMemory(env, self.pool, profile, config) if with_draft
             else NoDraft(lambda: float(env.now))
@@ -223,12 +231,14 @@ class Engine:
         if self.cfg.engine is SchedulerMode.V0:
             chunks = np.zeros(0, dtype=np.int64)
         else:
-            budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n
+            slots = self.draft_slots
+            budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n * (1 + slots)
             chunks = self._continue_prefill(n, budget)
             # Admission only once every partial prefill got its chunk (vLLM serves
             # the running queue before the waiting one).
             if not preempted and chunks.size == len(b) - n:
-                chunks = np.concatenate((chunks, self._admit(budget - int(chunks.sum()))))
+                left = budget - int(chunks.sum()) - slots * chunks.size
+                chunks = np.concatenate((chunks, self._admit(left, extra=slots)))
         return _Plan(
             n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
             clamped=step.clamped or cut,
@@ -259,33 +269,19 @@ class Engine:
 
     def _latency(self, plan: _Plan) -> tuple[float, float]:
         """The step's duration and the part of it that was the draft's catch-up."""
-        b, n, profile = self.batch, plan.n_decode, self.profile
-        sync = self.cfg.draft_kv_mode is DraftKVMode.SYNC and self.draft.resident
-        chunk = profile.max_prefill_tokens
-        step_s = switch_s = 0.0
-        self._draft_prefilled = False
-        if n:
-            ctx = plan.mean_ctx
-            if profile.off_grid(n, ctx):  # priced at the table's edge by Profile.clamp
-                self.context_clamped_steps += 1
-            step_s += self._decode_time(n, plan.gammas, plan.g_max, ctx)
-            if plan.g_max > 0:
-                lag = int(b.lag[:n][plan.gammas > 0].sum())
-                if lag:
-                    switch_s = chunked_prefill_s(profile.draft_prefill_time_s, lag, chunk)
-            elif sync:
-                step_s += profile.draft_forward_s(n, ctx)
-        if plan.prefill_tokens:
-            # One forward runs the decode tokens and the prompt chunks together: the
-            # chunks cost what they add on top of the decode's tokens.
-            base = n + int(plan.gammas.sum())
-            p = plan.prefill_tokens
-            step_s += _added_s(profile.prefill_time_s, base, p, chunk)
-            if self.draft.resident and (plan.g_max > 0 or sync):
-                step_s += _added_s(profile.draft_prefill_time_s, base, p, chunk)
-                self._draft_prefilled = True
-        step_s += switch_s + self.draft.take_step_overhead_s()
-        return float(step_s), float(switch_s)
+        b, n = self.batch, plan.n_decode
+        lag = int(b.lag[:n][plan.gammas > 0].sum()) if plan.g_max > 0 else 0
+        price = price_step(self.profile, StepShape(
+            n_decode=n, g_max=plan.g_max, drafted=int(plan.gammas.sum()),
+            mean_ctx=plan.mean_ctx, prefill_tokens=plan.prefill_tokens,
+            draft_loaded=self.draft.resident,
+            sync=self.cfg.draft_kv_mode is DraftKVMode.SYNC, lag_tokens=lag,
+        ))
+        if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
+            self.context_clamped_steps += 1
+        self._draft_prefilled = price.draft_prefilled
+        step_s = price.total_s + self.draft.take_step_overhead_s()
+        return float(step_s), float(price.switch_s)
 
     def _postprocess(self, plan: _Plan, end: float) -> _Decoded:
         """Apply the sampled outcome at the step's end."""
@@ -365,21 +361,6 @@ class Engine:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""
         self.batch.lag[:] = self.batch.ctx
 
-    def _decode_time(self, n: int, gammas: np.ndarray, g_max: int, mean_ctx: float) -> float:
-        timing = self.profile.decode_timing(n, g_max, mean_ctx)
-        g_mean = float(gammas.mean())
-        if g_mean == g_max:
-            return timing.step_s
-        # Per-request lengths: the draft runs g_max sequential passes, while the
-        # verifier's work follows the mean length; interpolate verify between the
-        # neighbouring integer gammas.
-        lo = int(g_mean)
-        frac = g_mean - lo
-        v_lo = self.profile.decode_timing(n, lo, mean_ctx).verify_s
-        v_hi = self.profile.decode_timing(n, lo + 1, mean_ctx).verify_s if frac else v_lo
-        overhead = timing.step_s - timing.draft_s - timing.verify_s
-        return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
-
     def _grow_kv(self, gammas: np.ndarray) -> tuple[bool, bool]:
         """Reserve blocks for ``ctx + gamma + 1`` tokens of each decoding request;
         preempt the newest (prefilling requests first) if short.
@@ -427,7 +408,7 @@ class Engine:
         b, pool, bs = self.batch, self.pool, self.block_size
         chunks: list[int] = []
         for i in range(n, len(b)):
-            take = min(int(b.todo[i]), budget)
+            take = min(int(b.todo[i]), budget - self.draft_slots)
             if take <= 0:
                 break
             need = max(int(_blocks_for(b.ctx[i] + take + 1, bs)) - int(b.blocks[i]), 0)
@@ -436,17 +417,18 @@ class Engine:
             pool.allocate(need)
             b.blocks[i] += need
             chunks.append(take)
-            budget -= take
+            budget -= take + self.draft_slots
         return np.asarray(chunks, dtype=np.int64)
 
-    def _admit(self, budget: int, *, whole: bool = False) -> np.ndarray:
+    def _admit(self, budget: int, *, whole: bool = False, extra: int = 0) -> np.ndarray:
         """Admit waiting requests FCFS; returns the prompt tokens each prefills now.
 
         A recomputed request prefills its prompt plus what it had generated. V1
         (``whole`` false): the last admitted prompt takes what is left of the budget
         and continues in later steps (chunked prefill). V0 (``whole``): only whole
         prompts, and one larger than the whole budget is still admitted when it is
-        the step's first (vLLM V0 raises the budget to the model's length).
+        the step's first (vLLM V0 raises the budget to the model's length). Each
+        admitted request also takes ``extra`` tokens of the budget (draft slots).
         """
         led, pool, bs = self.ledger, self.pool, self.block_size
         empty = np.zeros(0, dtype=np.int64)
@@ -455,15 +437,16 @@ class Engine:
         chunks: list[int] = []
         free = pool.free
         slots = self.cfg.max_num_seqs - len(self.batch)
-        total = 0
-        while self.waiting and len(rids) < slots and total < budget:
+        spent = 0  # budget used: prompt tokens and draft slots
+        while self.waiting and len(rids) < slots and spent + extra < budget:
             rid = self.waiting[0]
             t = int(led.prompt[rid] + led.generated[rid])
             take = t
-            if t > budget - total:
+            room = budget - spent - extra
+            if t > room:
                 if whole and rids:
                     break
-                take = t if whole else budget - total
+                take = t if whole else room
             nb = -(-(take + 1) // bs)
             if nb > free:
                 break
@@ -472,7 +455,7 @@ class Engine:
             tokens.append(t)
             chunks.append(take)
             free -= nb
-            total += take
+            spent += take + extra
         if not rids:
             return empty
         chunk = np.asarray(chunks, dtype=np.int64)
@@ -483,11 +466,3 @@ class Engine:
         self.batch.append(np.asarray(rids, dtype=np.int64), zeros, blocks, zeros.copy(), todo)
         return chunk
 
-
-def _added_s(time_s: Callable[[int], float], base: int, tokens: int, chunk: int) -> float:
-    """What ``tokens`` prompt tokens add to a forward already running ``base`` tokens,
-    by the profile's prefill curve (chunked beyond its largest measured size)."""
-    if base <= 0:
-        return chunked_prefill_s(time_s, tokens, chunk)
-    added = chunked_prefill_s(time_s, base + tokens, chunk) - chunked_prefill_s(time_s, base, chunk)
-    return max(added, 0.0)

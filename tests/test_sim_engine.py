@@ -207,6 +207,23 @@ def test_v1_splits_a_long_prompt_over_mixed_steps(a100: Profile) -> None:
     assert first == pytest.approx(last_chunk["time_s"] + last_chunk["step_time_s"])
 
 
+@pytest.mark.parametrize(("policy", "slots"), [("fixed:2", 1), ("nospec", 0)])
+def test_v1_budget_keeps_a_draft_slot_per_scheduled_request(
+    a100: Profile, policy: str, slots: int
+) -> None:
+    # vLLM V1 with a draft model spends one budget token per scheduled request on
+    # top of its tokens (max_num_new_slots_for_drafting); without a draft, none.
+    from nightjar.sim import SchedulerMode
+
+    trace = _long_prompt_trace()
+    cfg = SimConfig(seed=1, max_num_batched_tokens=1024, engine=SchedulerMode.V1)
+    steps = simulate(trace, a100, policy, cfg).steps_frame()
+    long = steps[(steps["prefill_tokens"] > 0) & (steps["batch_size"] == 4)]
+    full = long.iloc[0]  # a chunk that filled the budget, with 4 decodes
+    gamma = 2 if slots else 0
+    assert full["prefill_tokens"] == 1024 - 4 * (1 + gamma + slots) - slots
+
+
 def test_v0_runs_prefill_only_steps(a100: Profile) -> None:
     from nightjar.sim import SchedulerMode
 

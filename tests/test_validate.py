@@ -128,3 +128,36 @@ def test_short_contexts_under_a_128_grid_are_priced_at_its_edge(
     assert 0 < err.clamped <= err.steps
     assert main(["validate", "--live-run", str(run_dir), "--profile", str(path)]) == 0
     assert "priced at its edge" in capsys.readouterr().out
+
+
+def test_agreement_over_repeats_averages_and_names_unresolved_pairs() -> None:
+    from nightjar.validate import agreement
+
+    trace, profile = load_trace("steady_low"), load_profile(DEFAULT_PROFILE)
+    nospec = [simulate(trace, profile, "nospec", SimConfig(seed=s)) for s in (1, 2)]
+    fixed = [simulate(trace, profile, "fixed:3", SimConfig(seed=s)) for s in (1, 2)]
+    agree = agreement([(r, r) for r in nospec + fixed])
+    errors = agree.errors.set_index(["policy", "metric"])
+    assert set(errors["runs"]) == {2}
+    assert (errors["error_pct"].abs() < 1e-9).all()
+    assert "±" in errors.loc[("fixed:3", "e2e_s_mean"), "live_95"]
+    assert agree.same_ranking
+    # One run each: no live order is resolved, and the check says which pairs.
+    single = agreement([(nospec[0], nospec[0]), (fixed[0], fixed[0])])
+    assert set(single.ranking["unresolved_live"]) <= {"nospec~fixed:3", "fixed:3~nospec"}
+
+
+def test_cli_repeated_live_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace, profile = load_trace("steady_low"), load_profile(DEFAULT_PROFILE)
+    folders = []
+    for seed in (1, 2):
+        cfg = SimConfig(seed=seed, max_num_seqs=64, max_num_batched_tokens=2048)
+        runs = [simulate(trace, profile, p, cfg) for p in ("nospec", "fixed:3")]
+        write_all(ResultSet.build(runs), tmp_path / f"r{seed}")
+        folders += ["--live-run", str(tmp_path / f"r{seed}")]
+    code = main(["validate", *folders, "--profile", DEFAULT_PROFILE, "--out", str(tmp_path / "v")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "ranks the policies as the engine did: yes" in out
+    assert "every live step priced by the simulator" in out
+    assert (tmp_path / "v" / "step_replay-nospec-2.csv").is_file()

@@ -17,7 +17,12 @@ How each table is measured (the engines are described in nightjar.live.profiling
   vLLM runs one draft pass over the new tokens to keep the draft's KV current;
 - ``prefill[n]``: ``target_ms`` = the no-draft engine's prefill of n prompt tokens
   (whole steps); ``draft_ms`` = ``propose`` in the ``fixed:0`` engine's prefill of the
-  same prompts (one draft pass over the prompt tokens).
+  same prompts (one draft pass over the prompt tokens);
+- ``mixed[B, n]``: what n prompt tokens add to a decode step of B requests, in the
+  no-draft engine: the median step that ran the B decodes and the n prompt tokens
+  together, minus the median pure decode step of the same B in the same window (the
+  decodes run before and after the prompts arrive). This is how vLLM V1 serves a
+  prompt that arrives while others decode (chunked prefill mixes them).
 
 Every cell is the median over all matching steps of all repeats. Context C is the
 nominal one: prompts of ``C - output/2`` tokens decoding ``output`` tokens, so the
@@ -29,6 +34,7 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +147,75 @@ def prefill_cells(run: EngineRun) -> dict[int, tuple[float, float, int]]:
         n: (_median_ms([x[0] for x in xs]), _median_ms([x[1] for x in xs]), len(xs))
         for n, xs in samples.items()
     }
+
+
+@dataclass(frozen=True, slots=True)
+class MixedCell:
+    added_ms: float  # median mixed step minus median pure decode step
+    decode_ms: float  # that pure decode step: the window's own time base
+    context: float  # mean context of the decoding requests in those steps
+    steps: int
+
+
+def mixed_cells(run: EngineRun) -> dict[tuple[int, int], MixedCell]:
+    """(B, n) -> cell over the ``mixed`` windows of B decodes and n prompt tokens; a
+    window without both a mixed step and a pure decode step of its B (e.g. the engine
+    split the prompts over two steps) is left out."""
+    mixed: dict[tuple[int, int], list[float]] = defaultdict(list)
+    plain: dict[tuple[int, int], list[StepRecord]] = defaultdict(list)
+    for t in attribute(run):
+        w, s = t.window, t.step
+        if w is None or w.kind != "mixed" or s.batch_size != w.batch_size:
+            continue
+        key = (w.batch_size, w.context)
+        if s.prefill_tokens == w.context:
+            mixed[key].append(s.step_time_s)
+        elif not s.prefill_tokens:
+            plain[key].append(s)
+    out = {}
+    for key, xs in mixed.items():
+        if not plain.get(key):
+            continue
+        decode = _median_ms([s.step_time_s for s in plain[key]])
+        ctx = [s.mean_context_len for s in plain[key] if s.mean_context_len == s.mean_context_len]
+        out[key] = MixedCell(round(max(_median_ms(xs) - decode, 0.0), 5), decode,
+                             float(statistics.median(ctx)) if ctx else float("nan"), len(xs))
+    return out
+
+
+def mixed_rows(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]
+) -> list[list[Any]]:
+    """The ``mixed`` table ``[B, tokens, added_ms]`` (a full grid), or [] when not measured."""
+    return [[b, n, c.added_ms] for b, n, c in _mixed_grid(run, batch_sizes, tokens)]
+
+
+def _mixed_grid(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]
+) -> list[tuple[int, int, MixedCell]]:
+    if not batch_sizes or not tokens:
+        return []
+    cells = mixed_cells(run)
+    return [
+        (b, n, _need(cells, (b, n), f"mixed B={b} prompt tokens={n}"))
+        for b in batch_sizes
+        for n in tokens
+    ]
+
+
+def mixed_rows_rebased(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...],
+    decode_ms: Callable[[int, float], float],
+) -> list[list[Any]]:
+    """The ``mixed`` table for a profile measured at another time: each cell's added
+    time is expressed in that profile's time base, ``added * decode_ms(B, context) /
+    the window's own decode step`` (on a shared machine the load, and with it every
+    step, changes between sessions; the ratio of a mixed step to the decode step run
+    just before it does not)."""
+    return [
+        [b, n, round(c.added_ms * decode_ms(b, c.context) / c.decode_ms, 5)]
+        for b, n, c in _mixed_grid(run, batch_sizes, tokens)
+    ]
 
 
 def acceptance(runs: list[EngineRun], kind: str) -> tuple[float, float, int] | None:

@@ -183,23 +183,28 @@ def _context_slope(groups: list[list[tuple[float, float]]]) -> float:
     return max(num / den, 0.0) if den > 0 else 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Clamped:
-    """A profile looked up at the nearest edge of its table (never raises mid-run)."""
+    """A profile looked up at the nearest edge of its table (never raises mid-run),
+    through :meth:`Profile.clamp` as every engine prices; ``off_grid_lookups`` counts
+    the lookups priced at the edge."""
 
     profile: Profile
+    off_grid_lookups: int = 0
+
+    def _clamp(self, batch_size: int, context_len: float) -> tuple[int, float]:
+        point = self.profile.clamp(batch_size, context_len)
+        if point != (batch_size, context_len):
+            self.off_grid_lookups += 1
+        return point
 
     def step_time_s(self, batch_size: int, gamma: int, context_len: float) -> float:
         p = self.profile
-        b = min(max(batch_size, p.min_batch_size), p.max_batch_size)
-        c = min(max(context_len, p.min_context_len), p.max_context_len)
+        b, c = self._clamp(batch_size, context_len)
         return p.step_time_s(b, min(max(gamma, 0), p.gamma_max), c)
 
     def draft_forward_s(self, batch_size: int, context_len: float) -> float:
-        p = self.profile
-        b = min(max(batch_size, p.min_batch_size), p.max_batch_size)
-        c = min(max(context_len, p.min_context_len), p.max_context_len)
-        return p.draft_forward_s(b, c)
+        return self.profile.draft_forward_s(*self._clamp(batch_size, context_len))
 
 
 def load_latency(name_or_path: str) -> tuple[LatencyModel, float | None]:

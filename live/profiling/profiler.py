@@ -29,7 +29,7 @@ import shlex
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ from nightjar.live.profiling.build import (
     acceptance,
     decode_rows,
     memory_facts,
+    mixed_cells,
+    mixed_rows,
+    mixed_rows_rebased,
     prefill_rows,
 )
 from nightjar.live.settings import LiveSettings
@@ -75,7 +78,20 @@ class ProfilePlan:
     # The simulator prices prefill steps up to its token budget (8192) and a reload's
     # draft rebuild at 4096 tokens
     # (and a draft catch-up can be a single token), so the defaults run from 1 to 8192.
-    prefill_lengths: tuple[int, ...] = (1, 16, 64, 256, 1024, 4096, 8192)
+    # 2048 is `nightjar live`'s token budget, the largest step a live run prefills:
+    # the curve is convex (ms per token: 1.8 at 256, 2.2 at 1024, 3.1 at 4096 on this
+    # CPU), so a line from 1024 to 4096 overprices a 2048-token step by ~25% (issue 15).
+    prefill_lengths: tuple[int, ...] = (1, 16, 64, 256, 1024, 2048, 4096, 8192)
+    # Mixed steps (no-draft engine): B requests decode while prompts of n tokens arrive,
+    # so one step runs both, as vLLM V1 serves a prompt under load. n stays within
+    # `nightjar live`'s token budget (2048) with the B decodes; B leaves room in
+    # max_num_seqs for the prompts; 64 because a short prompt costs more per token than
+    # a line from (0, 0) to 256 says (issue 15: -18% to -42% on a decode-heavy trace).
+    # Empty: not measured.
+    mixed_batch_sizes: tuple[int, ...] = (1, 8, 32, 56)
+    mixed_tokens: tuple[int, ...] = (64, 256, 1024, 1984)
+    # Only the no-draft engine's mixed windows (topping up an existing profile).
+    only_mixed: bool = False
     output_tokens: int = 32
     repeats: int = 2
     kv_cache_bytes: int = 1 << 30
@@ -137,6 +153,18 @@ class ProfilePlan:
                 f"the grid needs {self.max_model_len} tokens per sequence but the model "
                 f"supports {self.model_max_len}: lower --contexts"
             )
+        for b in self.mixed_batch_sizes:
+            for n in self.mixed_tokens:
+                if b < 1 or n < 1 or b + len(self.prefill_prompts(n)) > max(self.batch_sizes):
+                    raise NightjarInputError(
+                        f"a mixed step of {b} decodes and {n} prompt tokens needs more than "
+                        f"the largest batch size {max(self.batch_sizes)} sequences: lower "
+                        "--mixed-batch-sizes or --mixed-tokens"
+                    )
+        if self.mixed_tokens and max(self.mixed_tokens) + max(self.mixed_batch_sizes or (0,)) > (
+            self.token_budget
+        ):
+            raise NightjarInputError("--mixed-tokens plus the decodes must fit the token budget")
         most = max(len(self.prefill_prompts(n)) for n in self.prefill_lengths)
         if most > max(self.batch_sizes):
             raise NightjarInputError(
@@ -197,10 +225,76 @@ def _token_prompts(plan: ProfilePlan, n: int, length: int, rng: np.random.Genera
 
 def window_count(plan: ProfilePlan, gamma: int | None) -> int:
     """How many measured windows :func:`_measure` runs for this engine."""
-    per_repeat = len(plan.contexts) * len(plan.batch_sizes)
+    mixed = len(plan.mixed_batch_sizes) * len(plan.mixed_tokens) if gamma is None else 0
+    if plan.only_mixed:
+        return plan.repeats * mixed
+    per_repeat = len(plan.contexts) * len(plan.batch_sizes) + mixed
     if gamma is None or gamma == 0:
         per_repeat += len(plan.prefill_lengths)
     return plan.repeats * per_repeat + (1 if plan.prompts and gamma else 0)
+
+
+# Mixed windows: decoding requests start from prompts of this many tokens (their
+# context matters to the decode part only, which the window's own pure decode steps
+# measure) and decode this many tokens at most before they are aborted.
+MIXED_DECODE_PROMPT = 32
+MIXED_DECODE_TOKENS = 256
+# Pure decode steps run before each batch of prompts arrives (the window's reference).
+MIXED_REFERENCE_STEPS = 3
+
+
+class _Tally:
+    """Steps an engine, counting each request's tokens and which have finished."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.tokens: dict[str, int] = {}
+        self.done: set[str] = set()
+
+    def least(self, ids: list[str]) -> int:
+        return min(self.tokens.get(r, 0) for r in ids)
+
+    def until(self, ok: Callable[[], bool]) -> None:
+        while not ok():
+            if not self.engine.has_unfinished_requests():
+                raise NightjarInputError("measured profile: a mixed window ran out of requests")
+            for out in self.engine.step():
+                self.tokens[out.request_id] = len(out.outputs[0].token_ids) if out.outputs else 0
+                if out.finished:
+                    self.done.add(out.request_id)
+
+
+def _mixed_windows(
+    llm: Any, plan: ProfilePlan, rng: np.random.Generator, tick: Callable[[int], None]
+) -> list[Window]:
+    """B requests decode; for each n, prompts of n tokens arrive while they do."""
+    from vllm import SamplingParams
+
+    engine = llm.llm_engine
+    long = SamplingParams(temperature=0.0, max_tokens=MIXED_DECODE_TOKENS, ignore_eos=True)
+    one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
+    windows: list[Window] = []
+    for b in plan.mixed_batch_sizes:
+        tag = f"mix{b}x{len(windows)}"
+        dec = [f"{tag}-d{i}" for i in range(b)]
+        tally = _Tally(engine)
+        for rid, prompt in zip(dec, _token_prompts(plan, b, MIXED_DECODE_PROMPT, rng), strict=True):
+            engine.add_request(rid, prompt, long)
+        for n in plan.mixed_tokens:
+            start = time.monotonic()
+            floor = tally.least(dec) + MIXED_REFERENCE_STEPS
+            tally.until(lambda: tally.least(dec) >= floor)  # noqa: B023 (called at once)
+            lengths = plan.prefill_prompts(n)
+            ids = [f"{tag}-{n}-p{j}" for j in range(len(lengths))]
+            for rid, k in zip(ids, lengths, strict=True):
+                engine.add_request(rid, _token_prompts(plan, 1, k, rng)[0], one)
+            tally.until(lambda: tally.done.issuperset(ids))  # noqa: B023 (called at once)
+            windows.append(Window("mixed", b, n, start, time.monotonic(), tuple(ids)))
+            tick(len(windows))
+        engine.abort_request(dec)
+        while engine.has_unfinished_requests():
+            engine.step()
+    return windows
 
 
 def _measure(
@@ -211,7 +305,17 @@ def _measure(
     _generate(llm, _token_prompts(plan, 2, 8, rng), 8)  # warm-up
     llm.collective_rpc("nightjar_probe_start")
     half = plan.output_tokens // 2
+
     for _ in range(plan.repeats):
+        if gamma is None and plan.mixed_tokens:
+            base = len(windows)
+
+            def mixed_tick(k: int, b0: int = base) -> None:
+                tick(b0 + k)
+
+            windows += _mixed_windows(llm, plan, rng, mixed_tick)
+        if plan.only_mixed:
+            continue
         for c in plan.contexts:
             for b in plan.batch_sizes:
                 prompts = _token_prompts(plan, b, c - half, rng)
@@ -365,10 +469,41 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
         "decode": decode,
         "draft_forward": fwd,
         "prefill": prefill_rows(runs),
+        **_mixed_table(plan, runs[None]),
         "acceptance": {}
         if acc is None
         else {plan.workload: {"mean": round(acc[0], 4), "concentration": round(acc[1], 2)}},
     }
+
+
+def _mixed_table(plan: ProfilePlan, run: EngineRun) -> dict[str, Any]:
+    rows = mixed_rows(run, plan.mixed_batch_sizes, plan.mixed_tokens)
+    return {"mixed": rows} if rows else {}
+
+
+def measure_mixed(
+    plan: ProfilePlan, decode_ms: Callable[[int, float], float], progress: Progress | None = None
+) -> list[Any]:
+    """Only the no-draft engine's mixed windows: the ``mixed`` rows to add to a profile
+    measured before the table existed (the other tables are left as they were), in
+    that profile's time base (``decode_ms(B, context)``: its gamma-0 decode step;
+    ``build.mixed_rows_rebased``)."""
+    only = replace(plan, only_mixed=True)
+    with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
+        t = time.monotonic()
+        run = run_engine(only, None, Path(tmp))
+        if progress is not None:
+            progress(f"  no draft (mixed steps): {len(run.steps)} steps in "
+                     f"{time.monotonic() - t:.0f} s, load {os.getloadavg()[0]:.1f}")
+    if progress is not None:
+        for (b, n), c in sorted(mixed_cells(run).items()):
+            progress(f"  B={b} +{n} prompt tokens: adds {c.added_ms:.0f} ms to a "
+                     f"{c.decode_ms:.0f} ms decode step (context {c.context:.0f}; the "
+                     f"profile's: {decode_ms(b, c.context):.0f} ms)")
+    rows: list[Any] = mixed_rows_rebased(
+        run, plan.mixed_batch_sizes, plan.mixed_tokens, decode_ms
+    )
+    return rows
 
 
 def _slug(name: str) -> str:

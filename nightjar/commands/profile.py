@@ -92,10 +92,17 @@ def add_parser(sub: Any) -> None:
                    "lookups outside are priced at the edge)")
     m.add_argument(
         "--prefill-lengths",
-        default="1,16,64,256,1024,4096,8192",
+        default="1,16,64,256,1024,2048,4096,8192",
         help="prefill step sizes in tokens (split into prompts of at most 512 tokens, or "
         "the largest context when smaller)",
     )
+    m.add_argument("--mixed-batch-sizes", default="1,8,32,56",
+                   help="decode batch sizes of the measured mixed steps (decodes + a prompt "
+                   "chunk in one step); '' to skip them")
+    m.add_argument("--mixed-tokens", default="64,256,1024,1984",
+                   help="prompt tokens arriving while those decode (within the token budget)")
+    m.add_argument("--add-mixed-to", metavar="PROFILE", default=None,
+                   help="measure only the mixed steps and write PROFILE with them added to --out")
     m.add_argument(
         "--output-tokens", type=int, default=32, help="tokens decoded per measured request"
     )

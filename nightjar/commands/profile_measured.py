@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from nightjar.errors import NightjarInputError
 
 
 def int_list(text: str, flag: str) -> tuple[int, ...]:
+    if flag.startswith("--mixed") and not text.strip():
+        return ()
     try:
         values = tuple(int(x) for x in text.split(","))
     except ValueError:
@@ -31,7 +36,8 @@ def _name(arg: str) -> str:
 
 def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
     parts = ["nightjar", "profile", "--model", args.model, "--draft", draft]
-    for flag in ("batch_sizes", "gammas", "contexts", "prefill_lengths"):
+    for flag in ("batch_sizes", "gammas", "contexts", "prefill_lengths", "mixed_batch_sizes",
+                 "mixed_tokens"):
         parts += ["--" + flag.replace("_", "-"), getattr(args, flag)]
     parts += [
         "--output-tokens",
@@ -48,6 +54,8 @@ def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
     parts += ["--workload", args.workload]
     if args.in_process:
         parts += ["--in-process"]
+    if args.add_mixed_to:
+        parts += ["--add-mixed-to", args.add_mixed_to]
     parts += ["--out", str(out)]
     return shlex.join(parts)
 
@@ -65,6 +73,32 @@ def _prompts(path: str | None) -> tuple[str, ...]:
     return texts
 
 
+def _base_profile(path: str | None) -> dict[str, Any] | None:
+    """The profile ``--add-mixed-to`` tops up, checked before any engine starts."""
+    if path is None:
+        return None
+    from nightjar.profile import load_profile
+
+    if not Path(path).is_file():
+        raise NightjarInputError(f"--add-mixed-to {path}: no such profile file")
+    return load_profile(path).to_json()
+
+
+def _with_mixed(base: dict[str, Any], plan: Any, rows: list[Any]) -> dict[str, Any]:
+    """``base`` with the mixed table measured now; the command and notes say so."""
+    if not rows:
+        raise NightjarInputError("--add-mixed-to: --mixed-batch-sizes/--mixed-tokens are empty")
+    out = dict(base)
+    out["mixed"] = rows
+    out["notes"] = (
+        f"{base.get('notes', '')} Mixed-step table added later by: {plan.command} "
+        f"(at load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')}), "
+        "each cell rescaled by this profile's decode step over the decode step measured "
+        "in the same window."
+    ).strip()
+    return out
+
+
 def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, max_position, resolve_model
     from nightjar.live.version import check_vllm_version
@@ -79,6 +113,7 @@ def run_measured(args: argparse.Namespace) -> int:
         raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
     if not args.kv_cache_gb > 0:
         raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
+    base = _base_profile(args.add_mixed_to)
     check_vllm_version()
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
@@ -93,7 +128,7 @@ def run_measured(args: argparse.Namespace) -> int:
         from nightjar.live.plugins.engine import prepare_env
 
         prepare_env()
-        from nightjar.live.profiling.profiler import ProfilePlan, measure_profile
+        from nightjar.live.profiling.profiler import ProfilePlan, measure_mixed, measure_profile
 
         plan = ProfilePlan(
             target=target,
@@ -104,6 +139,8 @@ def run_measured(args: argparse.Namespace) -> int:
             gammas=int_list(args.gammas, "--gammas"),
             contexts=int_list(args.contexts, "--contexts"),
             prefill_lengths=int_list(args.prefill_lengths, "--prefill-lengths"),
+            mixed_batch_sizes=int_list(args.mixed_batch_sizes, "--mixed-batch-sizes"),
+            mixed_tokens=int_list(args.mixed_tokens, "--mixed-tokens"),
             output_tokens=args.output_tokens,
             repeats=args.repeats,
             kv_cache_bytes=int(args.kv_cache_gb * 2**30),
@@ -126,7 +163,15 @@ def run_measured(args: argparse.Namespace) -> int:
                     bar.add(engine, float(total))
                 bar.update(engine, float(done))
 
-            data = measure_profile(plan, bar.print, tick)
+            if base is None:
+                data = measure_profile(plan, bar.print, tick)
+            else:
+                base_profile = Profile.from_json(base, str(args.add_mixed_to))
+
+                def decode_ms(b: int, ctx: float) -> float:
+                    return 1e3 * base_profile.step_time_s(b, 0, ctx)
+
+                data = _with_mixed(base, plan, measure_mixed(plan, decode_ms, bar.print))
     print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
     if out.exists() and not args.force:  # appeared while we measured

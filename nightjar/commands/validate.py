@@ -21,9 +21,10 @@ def add_parser(sub: Any) -> None:
         "acceptance), simulate the same policy on PROFILE, and compare step times and "
         "end-to-end metrics.",
     )
-    p.add_argument("--live-run", type=Path, required=True,
+    p.add_argument("--live-run", type=Path, required=True, action="append",
                    help="a run folder written by `nightjar live --out DIR` (DIR/<policy>), "
-                   "or DIR itself: every policy in it, with the ranking check")
+                   "or DIR itself: every policy in it, with the ranking check; give it "
+                   "again for repeats of the same runs (means and 95%% intervals)")
     p.add_argument("--profile", required=True, help="bundled profile name or path")
     p.add_argument("--gamma-max", type=int, default=4, help="longest speculation in the simulator")
     p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         compare_summaries,
         load_runs,
         step_model_error,
+        step_replay,
         trace_of,
     )
 
@@ -60,11 +62,11 @@ def run(args: argparse.Namespace) -> int:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
     if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
         raise NightjarInputError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
-    runs = load_runs(args.live_run)
+    runs = [run for folder in args.live_run for run in load_runs(folder)]
     for live in runs:
         if live.engine != "live":
             Console(stderr=True).print(
-                f"note: {live.policy} in {args.live_run} was written by the {live.engine} engine"
+                f"note: the {live.policy} run was written by the {live.engine} engine"
             )
     profile = load_profile(args.profile)
     cfg = SimConfig(seed=args.seed, gamma_max=args.gamma_max,
@@ -78,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     staged = staged_out_dir(args.out, args.force) if args.out is not None else nullcontext(None)
     with staged as tmp:
         pairs = []
+        seen: dict[str, int] = {}
         for live in runs:
+            seen[live.policy] = seen.get(live.policy, 0) + 1
             sim = simulate(trace_of(live), profile, live.policy, cfg)
             pairs.append((live, sim))
             summary = compare_summaries(live, sim)
@@ -99,10 +103,16 @@ def run(args: argparse.Namespace) -> int:
                 console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
                 if tmp is not None and len(runs) == 1:
                     steps.by_bucket.to_csv(tmp / "step_model.csv", index=False)
+            replay = step_replay(live, profile, args.draft_kv == "sync")
+            console.print(_table(replay, f"{live.policy}: every live step priced by the "
+                                 "simulator (same composition)"))
             console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))
             if tmp is not None:
                 name = "" if len(runs) == 1 else "-" + live.policy.replace(":", "-")
+                if seen[live.policy] > 1:
+                    name += f"-{seen[live.policy]}"
                 summary.to_csv(tmp / f"summary_comparison{name}.csv", index=False)
+                replay.to_csv(tmp / f"step_replay{name}.csv", index=False)
         if len(pairs) > 1:
             agree = agreement(pairs)
             console.print(_table(agree.errors, "agreement: live vs sim per policy"))

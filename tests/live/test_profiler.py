@@ -21,6 +21,10 @@ ARGS = [
     *GRID,
     "--prefill-lengths",
     "1,16,256,4096",
+    "--mixed-batch-sizes",
+    "1,8",
+    "--mixed-tokens",
+    "64,256",
     "--output-tokens",
     "16",
     "--repeats",
@@ -77,6 +81,10 @@ def test_measured_profile_loads_with_provenance(measured: Path) -> None:
     assert p.workloads == ("alpaca",) and data["measured"]["acceptance_requests"] == 8
     (mean, conc) = p.acceptance("alpaca") or (0.0, 0.0)
     assert 0.5 < mean < 1.0 and conc >= 1.0  # the agreeing pair accepts most drafts
+    # Mixed steps: B decodes and n prompt tokens in one step, what the prompts add.
+    assert p.has_mixed and (p.mixed_batch_sizes, p.mixed_tokens) == ((1, 8), (64, 256))
+    assert all(row[2] >= 0 for row in data["mixed"])
+    assert p.mixed_added_s(8, 256) > 0 and "--mixed-tokens 64,256" in data["command"]
 
 
 def test_step_time_grows_with_batch_and_gamma(measured: Path) -> None:
