@@ -23,6 +23,7 @@ import numpy as np
 
 from nightjar.errors import NightjarInputError
 from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
+from nightjar.live.plugins.optout import NO_SPEC_KEY
 from nightjar.live.plugins.startup import startup_cause
 from nightjar.live.steplog import read_log
 from nightjar.records import RequestRecord, RunResult
@@ -72,13 +73,17 @@ async def _one(
     at: float,
     rec: RequestRecord,
     outputs: list[list[int]],
+    speculate: bool = True,
 ) -> None:
     from vllm import SamplingParams
 
     delay = t0 + at - time.monotonic()
     if delay > 0:
         await asyncio.sleep(delay)
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    params = SamplingParams(
+        temperature=0.0, max_tokens=max_tokens, ignore_eos=True,
+        extra_args=None if speculate else {NO_SPEC_KEY: 1},
+    )
     tokens: list[int] = []
     async for out in engine.generate(prompt, params, request_id=f"nj{i}"):
         tokens = list(out.outputs[0].token_ids)
@@ -125,6 +130,7 @@ async def _replay(
                     float(arrivals[i]),
                     records[i],
                     outputs,
+                    trace.speculate is None or bool(trace.speculate[i]),
                 )
             )
             for i in range(n)

@@ -25,6 +25,21 @@ def bucket_of(batch_size: int) -> int:
     return (max(batch_size, 1) - 1).bit_length()
 
 
+# Contexts below this many tokens share one bucket: a short context's KV reads are
+# small next to the weights at every batch size, so step time barely moves there.
+CONTEXT_BUCKET_BASE = 1024
+
+
+def context_bucket_of(context_len: float) -> int:
+    """Power-of-two context bucket: <1k -> 0, 1-2k -> 1, 2-4k -> 2, ..., 32-64k -> 6.
+
+    Why powers of two: attention reads grow linearly with context, so the point
+    where a decode step turns KV-bound (and speculation pays again, MagicDec) moves
+    on a log scale of context, as it does of batch size.
+    """
+    return (max(int(context_len), 0) // CONTEXT_BUCKET_BASE).bit_length()
+
+
 def expected_tokens(alpha: float, gamma: int) -> float:
     """Mean tokens one request emits in a step: (1 - a^(g+1)) / (1 - a), geometric law."""
     if alpha >= 1.0:

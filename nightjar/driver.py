@@ -21,6 +21,7 @@ engines, which report completion to :attr:`StepDriver.controller`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from nightjar.bandit import expected_tokens
 from nightjar.memory import Action, MemoryController
@@ -30,6 +31,20 @@ from nightjar.types import Decision, LatencyModel, StepContext, StepOutcome
 # Neutral prior of the acceptance estimate: 0.5, worth ten drafted tokens.
 _PRIOR_ACCEPTED = 5.0
 _PRIOR_DRAFTED = 10.0
+# EMA weight per step of the prompt tokens prefilled per output token (the load's
+# prefill share): a few hundred steps, so a change of workload shows within seconds.
+_MIX_ALPHA = 0.01
+# Prompt tokens are priced per token at this chunk size (a typical V1 chunk).
+_PREFILL_CHUNK = 2048
+
+
+@runtime_checkable
+class PrefillLatency(Protocol):
+    """A latency model that also prices prompts (a profile does; a step table does not)."""
+
+    def prefill_time_s(self, num_tokens: int) -> float: ...
+
+    def draft_prefill_time_s(self, num_tokens: int) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +102,15 @@ class StepDriver:
         self.batch_gamma = batch_gamma
         self.drafted = 0
         self.accepted = 0
+        # EMAs of prompt tokens prefilled and tokens emitted per step.
+        self._prefill_ema = 0.0
+        self._emit_ema = 0.0
+        self._capacity_on = (
+            latency is not None
+            and controller.config.enabled
+            and controller.config.offload_on_capacity
+            and controller.draft_blocks > 0
+        )
         self._gain_on = (
             latency is not None
             and controller.reload_cost_s is not None
@@ -113,7 +137,12 @@ class StepDriver:
             action = forced if ctrl.force(forced, ctx.now) else Action.NONE
         else:
             gain = None if ctrl.draft_resident or not self._gain_on else self.spec_gain_s(ctx)
-            action = ctrl.step(ctx, chosen, gain)
+            rent = (
+                self.capacity_gain(ctx)
+                if ctrl.draft_resident and self._capacity_on and ctx.batch_size
+                else None
+            )
+            action = ctrl.step(ctx, chosen, gain, rent)
         decision, clamped = ctrl.effective_gamma(chosen)
         return StepPlan(clamp_decision(decision, ctx), chosen, clamped, action)
 
@@ -121,7 +150,57 @@ class StepDriver:
         """Report a step that ran a batch (``batch_size >= 1``) to the policy."""
         self.drafted += outcome.drafted
         self.accepted += outcome.accepted
+        self._prefill_ema += _MIX_ALPHA * (outcome.prefill_tokens - self._prefill_ema)
+        self._emit_ema += _MIX_ALPHA * (outcome.emitted - self._emit_ema)
         self.policy.observe(outcome)
+
+    def capacity_gain(self, ctx: StepContext) -> float | None:
+        """Relative throughput gain of offloading the draft now; None unless capacity binds.
+
+        Capacity binds when the waiting queue needs more blocks than are free, or a
+        waiting request was preempted. Then the draft's ``D`` blocks would admit
+        ``k`` more of the waiting requests (each needing the queue's mean prompt in
+        blocks, plus one to grow). Priced with the step-time model as seconds of
+        work per output token: with the draft, ``B`` requests at the best gamma,
+        ``min_g T(B, g, c) / (B tau(g))`` (gamma 0 included); without it, ``B + k``
+        requests at gamma 0 and the mixed context. Where the model also prices
+        prompts, both sides add the load's prompt tokens per output token (an EMA of
+        what the steps prefilled and emitted) times the per-token prefill cost, and
+        the draft's side its own prefill of those prompts: on a prefill-heavy load
+        (long documents, short answers) that is most of the work the draft adds.
+        Returns ``with / without - 1``: positive, the blocks are worth more than
+        speculation buys. What it leaves out (a batch that ``max_num_seqs`` caps
+        rather than blocks) is filtered by ``k_offload`` consecutive steps and the
+        dwell times.
+        """
+        bs, waiting, latency = ctx.kv_block_size, ctx.num_waiting, self.latency
+        if bs <= 0 or waiting == 0 or latency is None:
+            return None
+        binds = ctx.waiting_blocks > ctx.kv_free_blocks or ctx.num_preempted_waiting > 0
+        if not binds:
+            return None
+        per_request = -(-ctx.waiting_tokens // (waiting * bs)) + 1
+        free = ctx.kv_free_blocks
+        k = min(waiting, (free + self.controller.draft_blocks) // per_request) - min(
+            waiting, free // per_request
+        )
+        if k <= 0:
+            return None
+        b, c = ctx.batch_size, ctx.mean_context_len
+        acceptance = self.acceptance_estimate()
+        with_draft = min(
+            latency.step_time_s(b, g, c) / (b * expected_tokens(acceptance, g))
+            for g in range(ctx.gamma_max + 1)
+        )
+        mixed = (b * c + k * ctx.waiting_tokens / waiting) / (b + k)
+        without = latency.step_time_s(b + k, 0, mixed) / (b + k)
+        if isinstance(latency, PrefillLatency) and self._emit_ema > 0.0:
+            per_output = self._prefill_ema / self._emit_ema
+            n = _PREFILL_CHUNK
+            target = latency.prefill_time_s(n) / n
+            without += per_output * target
+            with_draft += per_output * (target + latency.draft_prefill_time_s(n) / n)
+        return with_draft / without - 1.0
 
     def spec_gain_s(self, ctx: StepContext) -> float:
         """Seconds one step would save by speculating at its best gamma, by ``latency``.

@@ -54,6 +54,11 @@ class MemoryConfig:
       the next OFFLOADED dwell, up to ``max_dwell_s``; an unregretted one resets it.
     - ``reload_on_gain``: allow the early reload when forgone speculation gain has
       paid for the reload (see :meth:`MemoryController.step`).
+    - ``offload_on_capacity``: the joint decision on gamma and residency. Offload
+      also while the policy still speculates, when the engine's step-time model
+      says the draft's blocks are worth more to requests waiting for them than
+      speculation buys (``capacity_gain`` > 0 for ``k_offload`` steps; see
+      :func:`nightjar.driver.StepDriver.capacity_gain`).
     """
 
     enabled: bool = True
@@ -65,6 +70,7 @@ class MemoryConfig:
     regret_window_s: float = 5.0
     max_dwell_s: float = 30.0
     reload_on_gain: bool = True
+    offload_on_capacity: bool = True
 
     def __post_init__(self) -> None:
         if self.low_water_blocks < 0:
@@ -122,6 +128,7 @@ class MemoryController:
         self.offloads = 0  # offloads started
         self.reloads = 0  # reloads started
         self.gain_reloads = 0  # of which the gain hook triggered
+        self.capacity_offloads = 0  # offloads the joint (capacity) rule started
         self.regretted = 0  # reloads followed by an offload within the regret window
         # (time, new state) per transition. The first entry is written on the first
         # step, so the controller needs no clock when it is built.
@@ -156,13 +163,20 @@ class MemoryController:
         return [0] * len(decision), clamped
 
     def step(
-        self, ctx: StepContext, decision: Decision, spec_gain_s: float | None = None
+        self,
+        ctx: StepContext,
+        decision: Decision,
+        spec_gain_s: float | None = None,
+        capacity_gain: float | None = None,
     ) -> Action:
         """Advance the controller by one engine step; returns the transfer to start.
 
         ``decision`` is the policy's choice before any clamp. ``spec_gain_s`` is the
         optional estimate of the seconds one step would save by speculating now (best
         gamma against gamma 0, at this batch); it only matters while OFFLOADED.
+        ``capacity_gain`` is the optional relative throughput gain of giving the
+        draft's blocks to waiting requests (> 0: worth more than speculation); it
+        only matters while RESIDENT.
         """
         if self._entered_s is None:
             self._enter(self.state, ctx.now)
@@ -172,7 +186,7 @@ class MemoryController:
         ):
             return Action.NONE
         if self.state is DraftState.RESIDENT:
-            return self._step_resident(ctx, decision)
+            return self._step_resident(ctx, decision, capacity_gain)
         return self._step_offloaded(ctx, spec_gain_s)
 
     def _stayed(self, now: float, dwell_s: float) -> bool:
@@ -180,13 +194,22 @@ class MemoryController:
         first = len(self.history) == 1
         return first or (self._entered_s is not None and now - self._entered_s >= dwell_s)
 
-    def _step_resident(self, ctx: StepContext, decision: Decision) -> Action:
+    def _step_resident(
+        self, ctx: StepContext, decision: Decision, capacity_gain: float | None
+    ) -> Action:
         cfg = self.config
         short = ctx.kv_free_blocks < cfg.low_water_blocks or ctx.num_waiting > 0
         chose_zero = not _wants_speculation(decision)
-        self._short_steps = self._short_steps + 1 if short and chose_zero else 0
+        # The joint rule: the blocks are worth more than speculation even though the
+        # policy still speculates (it prices only the running batch's steps).
+        rent = (
+            cfg.offload_on_capacity and capacity_gain is not None and capacity_gain > 0.0
+        )
+        self._short_steps = self._short_steps + 1 if (short and chose_zero) or rent else 0
         if self._short_steps < cfg.k_offload or not self._stayed(ctx.now, cfg.min_dwell_s):
             return Action.NONE
+        if not chose_zero:
+            self.capacity_offloads += 1
         if self.reloads > 0 and self._entered_s is not None:
             if ctx.now - self._entered_s < cfg.regret_window_s:
                 self.regretted += 1
@@ -300,6 +323,7 @@ class MemoryController:
             "offloads": float(self.offloads),
             "reloads": float(self.reloads),
             "gain_reloads": float(self.gain_reloads),
+            "capacity_offloads": float(self.capacity_offloads),
             "regretted_reloads": float(self.regretted),
         }
         for state in DraftState:

@@ -2,12 +2,16 @@
 
 Both answer "how long does a decode step of batch B take at gamma 0..gamma_max",
 as a list indexed by gamma. The profile is the prior when one exists; without one
-the times are learned per batch-size bucket from the steps that ran.
+the times are learned per (batch-size bucket, context bucket) from the steps that ran:
+at long contexts a step reads more KV than weights, so the same batch size costs
+(and rewards speculation) differently.
 """
 
 from __future__ import annotations
 
-from nightjar.bandit import bucket_of
+from collections.abc import Iterable
+
+from nightjar.bandit import bucket_of, context_bucket_of
 from nightjar.types import LatencyModel
 
 # Context length is quantised to this many tokens for the profile cache: step time
@@ -37,11 +41,26 @@ class ProfileTimes:
             self._cache[key] = hit
         return hit
 
-    def learn(self, batch_size: int, gamma: int, step_time_s: float) -> None:
+    def learn(
+        self, batch_size: int, gamma: int, step_time_s: float, context_len: float = 0.0
+    ) -> None:
         pass  # the profile is fixed; the caller's correction ratios absorb its error
 
-    def known(self, batch_size: int, gamma: int) -> bool:
+    def known(self, batch_size: int, gamma: int, context_len: float = 0.0) -> bool:
         return True
+
+
+Bucket = tuple[int, int]  # (batch-size bucket, context bucket)
+
+
+def bucket_key(batch_size: int, context_len: float, by_context: bool = True) -> Bucket:
+    """``by_context`` false puts every context in bucket 0 (the batch-only ablation)."""
+    return bucket_of(batch_size), context_bucket_of(context_len) if by_context else 0
+
+
+def nearest(keys: Iterable[Bucket], key: Bucket) -> Bucket | None:
+    """The learned bucket closest to ``key`` (batch distance first, then context)."""
+    return min(keys, key=lambda k: (abs(k[0] - key[0]) + abs(k[1] - key[1]), k), default=None)
 
 
 class OnlineTimes:
@@ -51,30 +70,33 @@ class OnlineTimes:
     Predictions are recomputed only when a bucket learns something.
     """
 
-    def __init__(self, gamma_max: int) -> None:
+    def __init__(self, gamma_max: int, by_context: bool = True) -> None:
         self.arms = gamma_max + 1
-        self._time: dict[int, list[float]] = {}
-        self._seen: dict[int, list[bool]] = {}
-        self._pred: dict[int, list[float]] = {}
+        self.by_context = by_context
+        self._time: dict[Bucket, list[float]] = {}
+        self._seen: dict[Bucket, list[bool]] = {}
+        self._pred: dict[Bucket, list[float]] = {}
 
     def times(self, batch_size: int, context_len: float) -> list[float]:
-        c = bucket_of(batch_size)
+        c = bucket_key(batch_size, context_len, self.by_context)
         hit = self._pred.get(c)
         if hit is not None:
             return hit
-        if not self._pred:
-            return [1.0] * self.arms  # nothing known anywhere: only ratios matter
         # Borrow the nearest bucket's curve until this one has its own data.
-        near = min(self._pred, key=lambda k: abs(k - c))
+        near = nearest(self._pred, c)
+        if near is None:
+            return [1.0] * self.arms  # nothing known anywhere: only ratios matter
         return self._pred[near]
 
-    def known(self, batch_size: int, gamma: int) -> bool:
+    def known(self, batch_size: int, gamma: int, context_len: float = 0.0) -> bool:
         """Whether ``times`` for this bucket and gamma rests on an observation."""
-        seen = self._seen.get(bucket_of(batch_size))
+        seen = self._seen.get(bucket_key(batch_size, context_len, self.by_context))
         return seen is not None and seen[gamma]
 
-    def learn(self, batch_size: int, gamma: int, step_time_s: float) -> None:
-        c = bucket_of(batch_size)
+    def learn(
+        self, batch_size: int, gamma: int, step_time_s: float, context_len: float = 0.0
+    ) -> None:
+        c = bucket_key(batch_size, context_len, self.by_context)
         if c not in self._time:
             self._time[c] = [0.0] * self.arms
             self._seen[c] = [False] * self.arms

@@ -53,6 +53,8 @@ class Trace:
     # The span the trace covers; for generative traces the segments' total
     # duration, which may exceed the last arrival. None means "last arrival".
     span_s: float | None = None
+    # Per request, whether it may be speculated (bool); None means every request may.
+    speculate: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -61,6 +63,8 @@ class Trace:
             raise ValueError("trace arrays must be non-empty and of equal length")
         if self.prompts is not None and len(self.prompts) != n:
             raise ValueError("trace prompts must have one entry per request")
+        if self.speculate is not None and len(self.speculate) != n:
+            raise ValueError("trace speculate flags must have one entry per request")
         if not np.isfinite(self.arrival_s).all():
             raise ValueError("trace arrivals must be finite")
         if self.arrival_s[0] < 0 or np.any(np.diff(self.arrival_s) < 0):
@@ -164,6 +168,31 @@ def _segment_arrivals(rng: np.random.Generator, seg: SegmentSpec, t0: float) -> 
     return t0 + t[t < seg.duration_s]
 
 
+def _flags(speculate: np.ndarray) -> np.ndarray | None:
+    """The per-request opt-out column, or None when no request opts out."""
+    return None if speculate.all() else speculate
+
+
+def _mixed_lengths(
+    mix: tuple[tuple[str, float], ...],
+    n: int,
+    pick_rng: np.random.Generator,
+    len_rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each arrival's workload drawn by the mix's shares (its own stream), then each
+    workload's lengths for its requests, in the mix's order."""
+    names = [name for name, _ in mix]
+    which = pick_rng.choice(len(mix), size=n, p=[share for _, share in mix])
+    prompt = np.zeros(n, dtype=np.int64)
+    output = np.zeros(n, dtype=np.int64)
+    for j, name in enumerate(names):
+        rows = which == j
+        wl = get_workload(name)
+        prompt[rows] = wl.prompt.sample(len_rng, int(rows.sum()))
+        output[rows] = wl.output.sample(len_rng, int(rows.sum()))
+    return prompt, output, np.asarray(names, dtype=object)[which]
+
+
 def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
     """Turn a validated spec into a :class:`Trace` (generating arrivals if needed)."""
     seed = spec.seed if seed is None else check_seed(seed)
@@ -183,6 +212,7 @@ def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
             prompts=prompts,
             description=spec.description,
             span_s=spec.duration_s,
+            speculate=_flags(np.asarray(r.speculate, dtype=bool)[order]),
         )
     assert spec.segments is not None  # the schema guarantees exactly one of the two
     parts: list[tuple[np.ndarray, ...]] = []
@@ -192,14 +222,20 @@ def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
         # leaves the others' requests unchanged.
         arr = _segment_arrivals(np.random.default_rng([seed, k, 0]), seg, t0)
         n = len(arr)
-        wl = get_workload(seg.workload)
         len_rng = np.random.default_rng([seed, k, 1])
-        prompt_len = (seg.prompt_dist or wl.prompt).sample(len_rng, n)
-        output_len = (seg.output_dist or wl.output).sample(len_rng, n)
+        if seg.mix is None:
+            wl = get_workload(seg.workload)
+            prompt_len = (seg.prompt_dist or wl.prompt).sample(len_rng, n)
+            output_len = (seg.output_dist or wl.output).sample(len_rng, n)
+            names = np.full(n, seg.workload, dtype=object)
+        else:
+            prompt_len, output_len, names = _mixed_lengths(
+                seg.mix, n, np.random.default_rng([seed, k, 2]), len_rng
+            )
         acc = np.full(n, np.nan if seg.acceptance is None else seg.acceptance)
-        parts.append((arr, prompt_len, output_len, np.full(n, seg.workload, dtype=object), acc))
+        parts.append((arr, prompt_len, output_len, names, acc, np.full(n, seg.speculate)))
         t0 += seg.duration_s
-    cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
     if len(cols[0]) == 0:
         raise NightjarInputError(f"{spec.source}: the segments generate no requests")
     return Trace(
@@ -211,6 +247,7 @@ def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
         workload=cols[3],
         acceptance=cols[4].astype(np.float64),
         prompts=None,
+        speculate=_flags(cols[5].astype(bool)),
         description=spec.description,
         span_s=t0,
     )
@@ -265,6 +302,8 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         }
         if not math.isnan(trace.acceptance[i]):
             req["acceptance"] = float(trace.acceptance[i])
+        if trace.speculate is not None and not trace.speculate[i]:
+            req["speculate"] = False
         p = trace.prompts[i] if trace.prompts is not None else None
         if isinstance(p, str):
             req["prompt"] = p

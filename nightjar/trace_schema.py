@@ -31,9 +31,9 @@ MIN_BURSTINESS = 1e-3
 _TOP_KEYS = {"format_version", "name", "description", "seed", "workload", "duration_s",
              "requests", "segments"}
 _REQUEST_KEYS = {"arrival_s", "prompt_tokens", "output_tokens", "prompt", "prompt_token_ids",
-                 "workload", "acceptance"}
-_SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "prompt_tokens",
-                 "output_tokens", "acceptance"}
+                 "workload", "acceptance", "speculate"}
+_SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "mix", "prompt_tokens",
+                 "output_tokens", "acceptance", "speculate"}
 
 
 @dataclass
@@ -44,6 +44,7 @@ class RequestColumns:
     workload: list[str] = field(default_factory=list)
     acceptance: list[float] = field(default_factory=list)
     prompts: list[str | list[int] | None] = field(default_factory=list)
+    speculate: list[bool] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class SegmentSpec:
     prompt_dist: LengthDist | None = None
     output_dist: LengthDist | None = None
     acceptance: float | None = None
+    # Workloads served side by side and each one's share of the arrivals (shares sum
+    # to 1, in file order); None for a single-workload segment.
+    mix: tuple[tuple[str, float], ...] | None = None
+    # False: no request of the segment may be speculated (per-request opt-out).
+    speculate: bool = True
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,12 @@ def _str(v: Any, where: str) -> str:
     return v
 
 
+def _bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise NightjarInputError(f"{where} must be true or false (got {_short(v)})")
+    return v
+
+
 def _workload(v: Any, where: str) -> str:
     name = _str(v, where)
     if name not in WORKLOADS:
@@ -170,6 +182,7 @@ def _parse_request(obj: Any, where: str, default_wl: str, cols: RequestColumns) 
     cols.prompt_tokens.append(n)
     cols.prompts.append(prompt)
     cols.workload.append(_workload(r.get("workload", default_wl), f"{where}.workload"))
+    cols.speculate.append(_bool(r.get("speculate", True), f"{where}.speculate"))
     acc = r.get("acceptance")
     cols.acceptance.append(
         math.nan if acc is None else _num(acc, f"{where}.acceptance", 0.0, hi_open=1.0)
@@ -183,6 +196,7 @@ def _parse_segment(obj: Any, where: str, default_wl: str) -> SegmentSpec:
         if key not in s:
             raise NightjarInputError(f"{where}: missing field {key!r}")
     acc = s.get("acceptance")
+    mix = _mix(s, where) if "mix" in s else None
     return SegmentSpec(
         duration_s=_num(s["duration_s"], f"{where}.duration_s", 0.0, lo_open=True),
         rate_rps=_num(s["rate_rps"], f"{where}.rate_rps", 0.0),
@@ -193,7 +207,35 @@ def _parse_segment(obj: Any, where: str, default_wl: str) -> SegmentSpec:
         output_dist=_length(s["output_tokens"], f"{where}.output_tokens")
         if "output_tokens" in s else None,
         acceptance=None if acc is None else _num(acc, f"{where}.acceptance", 0.0, hi_open=1.0),
+        mix=mix,
+        speculate=_bool(s.get("speculate", True), f"{where}.speculate"),
     )
+
+
+def _mix(s: Mapping[str, Any], where: str) -> tuple[tuple[str, float], ...]:
+    """``{"sharegpt": 0.8, "longctx": 0.2}``: positive weights, normalised to shares.
+
+    A mix replaces the segment's workload and its length overrides (each request's
+    lengths come from its own workload), so naming both is an error, not a silent
+    choice of one.
+    """
+    for key in ("workload", "prompt_tokens", "output_tokens"):
+        if key in s:
+            raise NightjarInputError(f"{where}: give 'mix' or '{key}', not both")
+    m = s["mix"]
+    if not isinstance(m, Mapping) or not m:
+        raise NightjarInputError(
+            f"{where}.mix must be a non-empty object of workload weights "
+            f'(e.g. {{"sharegpt": 0.8, "longctx": 0.2}}), got {_short(m)}'
+        )
+    weights = [
+        (_workload(name, f"{where}.mix"), _num(w, f"{where}.mix.{name}", 0.0, lo_open=True))
+        for name, w in m.items()
+    ]
+    total = sum(w for _, w in weights)
+    if not math.isfinite(total):
+        raise NightjarInputError(f"{where}.mix: the weights' sum overflows")
+    return tuple((name, w / total) for name, w in weights)
 
 
 def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:

@@ -44,6 +44,28 @@ class StepContext:
     # The true per-request acceptance rates. Only the simulator knows them, and only
     # the ``oracle`` policy may read them.
     true_acceptance: Sequence[float] | None = None
+    # The longest context among the decoding requests (tokens in their KV). With the
+    # mean it tells one long request among short ones from a uniformly long batch.
+    max_context_len: float = 0.0
+    # KV pressure beyond the free-block count: how many waiting requests were
+    # preempted (they lost their blocks and must recompute), the tokens the waiting
+    # queue must prefill before it runs (its KV demand), and the pool's block size
+    # in tokens (0 where the engine does not say), which turns tokens into blocks.
+    num_preempted_waiting: int = 0
+    waiting_tokens: int = 0
+    kv_block_size: int = 0
+
+    @property
+    def kv_used_fraction(self) -> float:
+        """Share of the pool's blocks in use, 0 for an empty (or unknown) pool."""
+        total = self.kv_total_blocks
+        return (total - self.kv_free_blocks) / total if total > 0 else 0.0
+
+    @property
+    def waiting_blocks(self) -> int:
+        """Blocks the waiting queue needs to run (0 where the block size is unknown)."""
+        bs = self.kv_block_size
+        return -(-self.waiting_tokens // bs) if bs > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)

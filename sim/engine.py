@@ -109,6 +109,10 @@ class Engine:
         self.rng = np.random.default_rng([config.seed, 11])
         self.batch = RunningBatch()
         self.waiting: deque[int] = deque()
+        # Running sums over the waiting queue for StepContext (kept on every push and
+        # pop, so a long queue costs nothing per step): tokens to prefill, preempted.
+        self._waiting_tokens = 0
+        self._waiting_preempted = 0
         self.next_arrival = 0
         self.steps: list[StepRecord] = []
         self.on_step = on_step
@@ -133,6 +137,7 @@ class Engine:
             now = self.env.now
             while self.next_arrival < n and arrivals[self.next_arrival] <= now:
                 self.waiting.append(self.next_arrival)
+                self._waiting_tokens += int(self.ledger.prompt[self.next_arrival])
                 self.next_arrival += 1
             if not len(self.batch) and not self.waiting:
                 yield self.env.timeout(float(arrivals[self.next_arrival]) - now)
@@ -191,6 +196,10 @@ class Engine:
             draft_resident=self.draft.resident,
             gamma_max=self.cfg.gamma_max,
             mean_context_len=float(b.ctx[:n].mean()) if n else 0.0,
+            max_context_len=float(b.ctx[:n].max()) if n else 0.0,
+            num_preempted_waiting=self._waiting_preempted,
+            waiting_tokens=self._waiting_tokens,
+            kv_block_size=self.block_size,
             arrival_rate_rps=self._arrival_rate(now),
             request_ids=ids,
             acceptance_estimates=est,
@@ -224,6 +233,9 @@ class Engine:
         before = len(b)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
         gammas = self._gammas(step.decision, min(n, len(b)))
+        if self.ledger.no_spec is not None:
+            # Opted-out requests decode without speculation (vLLM: no spec tokens).
+            gammas[self.ledger.no_spec[b.rid[: gammas.size]]] = 0
         grown, cut = self._grow_kv(gammas)
         preempted = grown or len(b) < before
         n = min(n, len(b))
@@ -355,7 +367,7 @@ class Engine:
             return np.full(n, decision, dtype=np.int64)
         # The batch may have shrunk since the decision (preemption for a reload);
         # the preempted requests are the tail.
-        return np.asarray(decision[:n], dtype=np.int64)
+        return np.array(decision[:n], dtype=np.int64)  # a copy: opt-outs edit it
 
     def _forget_draft_kv(self) -> None:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""
@@ -399,6 +411,8 @@ class Engine:
         self.pool.release(int(b.blocks[-1]))
         self.ledger.preemptions[rid] += 1
         self.waiting.appendleft(rid)
+        self._waiting_tokens += int(self.ledger.prompt[rid] + self.ledger.generated[rid])
+        self._waiting_preempted += 1
         b.truncate(len(b) - 1)
         return True
 
@@ -451,6 +465,8 @@ class Engine:
             if nb > free:
                 break
             self.waiting.popleft()
+            self._waiting_tokens -= t
+            self._waiting_preempted -= int(led.preemptions[rid] > 0)
             rids.append(rid)
             tokens.append(t)
             chunks.append(take)

@@ -62,6 +62,7 @@ class Fit:
             workload=trace.workload[k],
             acceptance=trace.acceptance[k],
             prompts=None if trace.prompts is None else [trace.prompts[i] for i in k.tolist()],
+            speculate=None if trace.speculate is None else trace.speculate[k],
         )
 
 

@@ -9,8 +9,11 @@ from nightjar.records import RequestRecord
 
 class Ledger:
     def __init__(self, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                 alpha: np.ndarray) -> None:
+                 alpha: np.ndarray, speculate: np.ndarray | None = None) -> None:
         n = arrival_s.shape[0]
+        # Requests that opted out of speculation (the trace's ``speculate: false``);
+        # None when none did, so the engine skips the per-step mask.
+        self.no_spec = None if speculate is None else ~np.asarray(speculate, dtype=bool)
         self.arrival_s = arrival_s
         self.prompt = prompt
         self.output = output

@@ -132,7 +132,8 @@ def simulate(
     if fit.rejected.size:
         alpha = alpha[fit.kept]
     env = simpy.Environment()
-    ledger = Ledger(served.arrival_s, served.prompt_tokens, served.output_tokens, alpha)
+    ledger = Ledger(served.arrival_s, served.prompt_tokens, served.output_tokens, alpha,
+                    served.speculate)
     pol = make_policy(policy, policy_env(trace, profile, cfg, prior))
     engine = Engine(env, ledger, profile, pol, cfg, progress)
     started = time.perf_counter()

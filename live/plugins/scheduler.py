@@ -32,6 +32,7 @@ from nightjar.arrivals import ArrivalRate
 from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.driver import StepDriver
 from nightjar.live.plugins.message import attach, message_of
+from nightjar.live.plugins.optout import withhold_opted_out
 from nightjar.live.plugins.startup import reports_startup_errors
 from nightjar.live.plugins.stepstats import StepStats
 from nightjar.live.profiling.latency import Clamped, load_latency
@@ -51,6 +52,8 @@ from nightjar.types import StepContext
 
 class NightjarSchedulerMixin:
     """The Nightjar hooks; combined with vLLM's sync or async scheduler below."""
+
+    _nj_opt_out = False  # whether the per-request opt-out (NO_SPEC_KEY) is honoured
 
     @reports_startup_errors  # type: ignore[untyped-decorator, unused-ignore]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -120,7 +123,14 @@ class NightjarSchedulerMixin:
         batch = running or min(waiting, self._nj_lookup_len - 1)
         held = self.nj_residency.ballast.held
         # Tokens already in the running requests' KV (the profile's context axis).
-        context = sum(r.num_computed_tokens for r in sched.running) / running if running else 0.0
+        computed = [r.num_computed_tokens for r in sched.running]
+        context = sum(computed) / running if running else 0.0
+        # The waiting queue's KV demand and how much of it preemption caused: one pass
+        # over the queue, which stays short on a server that keeps up.
+        waiting_tokens = preempted = 0
+        for r in sched.waiting:
+            waiting_tokens += r.num_tokens
+            preempted += r.num_preemptions > 0
         driver = self.nj_driver
         ctx = StepContext(
             now=now,
@@ -131,8 +141,14 @@ class NightjarSchedulerMixin:
             draft_resident=driver.draft_resident,
             gamma_max=self.nj.gamma_max,
             mean_context_len=context,
+            max_context_len=float(max(computed, default=0)),
+            num_preempted_waiting=preempted,
+            waiting_tokens=waiting_tokens,
+            kv_block_size=int(sched.block_size),
             arrival_rate_rps=self.nj_arrivals.rate(now),
         )
+        if self._nj_opt_out:
+            withhold_opted_out(sched.running)
         plan = driver.plan(ctx, self.nj_residency.next_step())
         message = self.nj_residency.carry_out(plan.action, now)
         gamma = plan.gamma
@@ -210,6 +226,13 @@ class NightjarSchedulerMixin:
 class NightjarScheduler(NightjarSchedulerMixin, Scheduler):  # type: ignore[misc, unused-ignore]
     """For engines without async scheduling (vLLM on CPU always disables it)."""
 
+    _nj_opt_out = True
+
 
 class NightjarAsyncScheduler(NightjarSchedulerMixin, AsyncScheduler):  # type: ignore[misc, unused-ignore]
     """For engines with async scheduling (vLLM's default on CUDA)."""
+
+    # The async scheduler books the drafts as output placeholders a step ahead
+    # (``update_draft_token_ids_in_output``); emptying them there is untested, so the
+    # per-request opt-out is off (docs/live.md).
+    _nj_opt_out = False

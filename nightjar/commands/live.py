@@ -49,6 +49,8 @@ def memory_settings(args: argparse.Namespace) -> Any:
     given = {k: v for k, v in given.items() if v is not None}
     if args.no_reload_on_gain:
         given["reload_on_gain"] = False
+    if getattr(args, "no_offload_on_capacity", False):
+        given["offload_on_capacity"] = False
     if args.offload != "on":
         if getattr(args, "reload", "drain") == "migrate":
             raise NightjarInputError(
@@ -108,6 +110,12 @@ def add_parser(sub: Any) -> None:
         "--no-reload-on-gain",
         action="store_true",
         help="reload only when KV room lasts, never early for forgone speculation gain",
+    )
+    mem.add_argument(
+        "--no-offload-on-capacity",
+        action="store_true",
+        help="offload only after the policy chose gamma 0 (not when the draft's blocks "
+        "are worth more to waiting requests than speculation buys)",
     )
     mem.add_argument(
         "--reload-cost-s",
@@ -473,4 +481,5 @@ def _head(trace: Any, n: int) -> Any:
         acceptance=trace.acceptance[cut],
         prompts=trace.prompts[cut] if trace.prompts is not None else None,
         span_s=None,
+        speculate=trace.speculate[cut] if trace.speculate is not None else None,
     )

@@ -4,7 +4,7 @@ Where ``nightjar`` learns every (batch bucket, gamma) loss from scratch and spen
 a fixed share of its steps exploring, ``nightjar+`` predicts the loss of every
 gamma and learns only the prediction's error:
 
-    loss(B, g) = T(B, g) / tau(g) * ratio[bucket(B)][g]  (+ switch penalty)
+    loss(B, c, g) = T(B, g, c) / tau(g) * ratio[bucket(B), bucket(c)][g]  (+ switch penalty)
 
 - ``T``: the profile's step time when one exists (a prior), else step times
   learned online per bucket (:mod:`nightjar.step_times`);
@@ -12,6 +12,10 @@ gamma and learns only the prediction's error:
   rates recovered by inverting the observed accepted drafts
   (:class:`nightjar.bandit.EffectiveAcceptance`), so a batch of unequal rates is
   priced right at every gamma;
+- buckets: (batch-size bucket, context bucket) of the batch's mean context
+  (:func:`nightjar.bandit.context_bucket_of`): at long contexts a decode step is
+  KV-bound even at large batches (MagicDec, arXiv 2408.11049), so the profile's
+  error and the learned step times differ by context as much as by batch size;
 - ``ratio``: per bucket and gamma, observed over predicted step cost (a ratio of
   EMAs), correcting the profile where it is wrong. It learns only from pure
   decode steps (``prefill_tokens == 0``); a mixed step's excess over the
@@ -27,7 +31,10 @@ gamma and learns only the prediction's error:
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and much less when the rebuild
   is dear, since one exploring step pays all of it); a 2% hysteresis keeps the
-  current arm against near-ties.
+  current arm against near-ties;
+- objective and KV pressure (:mod:`nightjar.objective`): lengths whose lookahead
+  the free blocks cannot hold are never chosen; ``nightjar+:slo`` trades per-token
+  latency below the TPOT limit for shorter steps while requests wait for one.
 Every estimate is an EMA, so the policy forgets and follows non-stationary loads.
 """
 
@@ -36,9 +43,10 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from nightjar.bandit import EffectiveAcceptance, PrefillCost, bucket_of, parse_no_arg
+from nightjar.bandit import EffectiveAcceptance, PrefillCost
+from nightjar.objective import Objective, lookahead_top, parse_objective, slo_choice
 from nightjar.policy import Policy, PolicyEnv, register
-from nightjar.step_times import OnlineTimes, ProfileTimes
+from nightjar.step_times import Bucket, OnlineTimes, ProfileTimes, bucket_key, nearest
 from nightjar.types import StepContext, StepOutcome
 
 EXPLORE = 0.01
@@ -57,20 +65,25 @@ EVIDENCE_BATCH = 16
 class NightjarPlusPolicy:
     name = "nightjar+"
 
-    def __init__(self, env: PolicyEnv) -> None:
+    def __init__(
+        self, env: PolicyEnv, objective: Objective | None = None, *, by_context: bool = True
+    ) -> None:
+        self.objective = objective if objective is not None else Objective()
+        # False: every estimate keyed on the batch bucket alone (the ablation).
+        self.by_context = by_context
         self.arms = env.gamma_max + 1
         self._rng = random.Random(env.seed)
         self._profiled = env.latency is not None
         self._times = (
             ProfileTimes(env.latency, env.gamma_max)
             if env.latency is not None
-            else OnlineTimes(env.gamma_max)
+            else OnlineTimes(env.gamma_max, by_context)
         )
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
-        self._ratio: dict[int, list[float]] = {}
+        self._ratio: dict[Bucket, list[float]] = {}
         self._prefill = PrefillCost()
-        self._sums: dict[int, tuple[list[float], list[float], list[float]]] = {}
+        self._sums: dict[Bucket, tuple[list[float], list[float], list[float]]] = {}
         # (context length, lag that a rebuild would re-read) of decisions whose
         # outcome has not arrived.
         self._pending: deque[tuple[float, float]] = deque(maxlen=8)
@@ -88,10 +101,10 @@ class NightjarPlusPolicy:
     def alpha(self) -> float:
         return self._acc.mean()
 
-    def _ratios(self, c: int) -> list[float]:
+    def _ratios(self, c: Bucket) -> list[float]:
         r = self._ratio.get(c)
         if r is None:
-            near = min(self._ratio, key=lambda k: abs(k - c), default=None)
+            near = nearest(self._ratio, c)
             r = self._ratio[c] = list(self._ratio[near]) if near is not None else [1.0] * self.arms
         return r
 
@@ -103,7 +116,7 @@ class NightjarPlusPolicy:
         requests that were running then are mostly gone.
         """
         t = self._times.times(batch_size, context_len)
-        r = self._ratios(bucket_of(batch_size))
+        r = self._ratios(bucket_key(batch_size, context_len, self.by_context))
         tau = self._acc.taus
         out = [t[g] / tau[g] * r[g] for g in range(self.arms)]
         if self._off:
@@ -126,11 +139,21 @@ class NightjarPlusPolicy:
         if not ctx.draft_resident:
             return self._chose(0)
         loss = self.losses(ctx.batch_size, ctx.mean_context_len)
-        top = min(self.arms, ctx.gamma_max + 1)
+        top = lookahead_top(ctx, min(self.arms, ctx.gamma_max + 1))
         best = min(range(top), key=loss.__getitem__)
-        cur = self._current if self._current < top else best
-        if loss[cur] <= loss[best] * (1.0 + HYSTERESIS):
-            best = cur
+        pick = None
+        if self.objective.slo is not None:
+            t = self._times.times(ctx.batch_size, ctx.mean_context_len)
+            r = self._ratios(bucket_key(ctx.batch_size, ctx.mean_context_len, self.by_context))
+            pick = slo_choice(self.objective, ctx, loss, [t[g] * r[g] for g in range(top)], top)
+        if pick is not None:
+            # The SLO objective's choice: the per-token hysteresis below would keep the
+            # current (per-token cheaper) arm against it every time.
+            best = pick
+        else:
+            cur = self._current if self._current < top else best
+            if loss[cur] <= loss[best] * (1.0 + HYSTERESIS):
+                best = cur
         self._current = best
         u = self._rng.random()
         if u < EXPLORE:
@@ -168,21 +191,21 @@ class NightjarPlusPolicy:
         step_s = outcome.step_time_s - outcome.switch_cost_s
         if g > 0:
             self._acc.update(g, outcome.accepted, b)
-        c = bucket_of(b)
+        c = bucket_key(b, ctx_len, self.by_context)
         r = self._ratios(c)
         p = outcome.prefill_tokens
         if p > 0:
             # The decode part is predicted; the rest of a mixed step is prefill.
-            if self._times.known(b, g):
+            if self._times.known(b, g, ctx_len):
                 self._prefill.learn(p, step_s - self._times.times(b, ctx_len)[g] * r[g])
             if self._profiled:
                 return  # the ratio learns from pure decode steps only
             decode_s = self._prefill.decode_time(step_s, p)
             if decode_s is not None:
-                self._times.learn(b, g, decode_s)
+                self._times.learn(b, g, decode_s, ctx_len)
             return
         if not self._profiled:
-            self._times.learn(b, g, step_s)
+            self._times.learn(b, g, step_s, ctx_len)
             return
         num, den, ev = self._sums.setdefault(
             c, ([0.0] * self.arms, [0.0] * self.arms, [0.0] * self.arms)
@@ -214,7 +237,14 @@ class NightjarPlusPolicy:
             self._lag = 0
 
 
-@register("nightjar+", "ours: profile-guided nightjar with learned corrections and forgetting")
+@register(
+    "nightjar+",
+    "ours: profile-guided nightjar keyed on batch and context, learned corrections, "
+    "forgetting; nightjar+:slo for goodput under TTFT/TPOT limits",
+)
 def _nightjar_plus(arg: str | None, env: PolicyEnv) -> Policy:
-    parse_no_arg("nightjar+", arg)
-    return NightjarPlusPolicy(env)
+    if arg == "batch-keyed":
+        # The ablation of the context key: estimates per batch bucket only, as
+        # nightjar+ was before it saw context (docs/policies.md, long contexts).
+        return NightjarPlusPolicy(env, by_context=False)
+    return NightjarPlusPolicy(env, parse_objective("nightjar+", arg))
