@@ -1,34 +1,36 @@
-"""An analytic roofline model that generates a profile for a GPU and a model pair.
+"""A calibrated roofline model that generates a profile for a GPU and a model pair.
 
 One forward pass over ``T`` tokens of ``B`` sequences at context ``c`` costs
 
-    t = overhead + roof(linear) + roof(attention)
-    roof(x) = max(FLOPs_x / (peak * eff_c), bytes_x / (mem_bw * eff_m))
-    linear:    FLOPs = 2 * params * T,      bytes = weight bytes
-    attention: FLOPs = 4 * L * H * d * c * T, bytes = B * c * KV bytes per token
-    overhead = forward_overhead + layers * layer_overhead
+    t = forward_overhead + layers * max(layer_host, layer_gpu) + embedding + norm + lm_head
+    layer_gpu = 4 GEMMs + 2 norms + rotary + activation + attention
 
-This is the brief's ``overhead + max(FLOPs, bytes)`` roofline applied per kernel
-class and summed, because GEMMs and attention are separate kernels that run one
-after the other: a single max over the totals would hide the KV read behind the
-GEMMs' compute, which no real kernel does.
+Every GEMM and element-wise kernel is priced by ``nightjar.calibration.ops`` with
+coefficients fitted to Microsoft Vidur's CUDA-timed per-op tables (GEMM efficiency
+rising with tokens toward a plateau, a per-kernel launch term; see
+``benchmarks/fit_vidur.py``). Attention is analytic: a launch term plus
+max(FLOPs, KV bytes) at the fitted plateau and streaming efficiencies. The host-side
+terms (per forward, per layer in eager mode, per step and per sequence, sampling,
+rejection sampling) and their sources are in ``nightjar.calibration.overheads``.
+Kernel classes are summed, not maxed together: GEMMs and attention run one after
+the other, and a single max over the totals would hide the KV read behind the GEMMs.
 
 A decode step with speculation length gamma:
 
-* verify = one target forward over ``T = B * (gamma + 1)`` tokens;
-* draft = gamma sequential draft forwards over ``B`` tokens, the first over ``2B``:
-  it also writes the draft KV of the previous step's last proposal and the bonus
-  token (vLLM folds that catch-up into the first pass; charging both tokens is an
-  upper bound, exact when every draft was accepted); gamma = 0 has no draft time;
-* step = draft + verify + step_overhead (+ spec_overhead when gamma > 0: rejection
-  sampling and proposal bookkeeping).
+* verify = one target forward over ``T = B * (gamma + 1)`` tokens; its attention
+  reads each request's KV once (``query-aware``) or ``gamma + 1`` times
+  (``expansion``, older vLLM's batch expansion);
+* draft = gamma sequential proposal passes over ``B`` tokens, each sampling its
+  token, the first over ``2B``: it also writes the draft KV of the previous step's
+  last proposal and the bonus token (vLLM folds that catch-up into the first pass;
+  charging both tokens is an upper bound, exact when every draft was accepted);
+  gamma = 0 has no draft time;
+* step = draft + verify + ``step_overhead_s`` (fixed, per sequence, target
+  sampling, and with gamma > 0 rejection sampling and proposal bookkeeping).
 
 Prefill of ``n`` tokens = one forward over a single sequence of ``n`` tokens with
-causal attention (``n (n + 1) / 2`` query-key pairs) at the prefill compute
-efficiency. The efficiencies are end-to-end serving numbers, not kernel peaks: with
-``compute_efficiency = 0.35`` an A100 decodes vicuna-13b at about 3.3k tokens/s at
-B = 256 and context 128, and a B = 1 step takes 16.6 ms (weights over 85% of HBM
-bandwidth plus overheads), both in the range vLLM reports for 13B models.
+causal attention (``n (n + 1) / 2`` query-key pairs) and one logits row; the GEMM
+efficiency curve makes it compute-bound at its token count.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from nightjar.calibration.fits import fit_name, get_fit
+from nightjar.calibration.fitted import VIDUR_COMMIT
+from nightjar.calibration.ops import OpFit, elementwise_s, gemm_s
+from nightjar.calibration.overheads import EAGER, GRAPH, term_values
+from nightjar.errors import NightjarInputError
 from nightjar.hardware import GPU, ModelArch, check_same_vocab, get_gpu, get_model
 from nightjar.tensor_parallel import comm_s, shard, tp_metadata
 
@@ -71,21 +78,77 @@ ACCEPTANCE_PRIORS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
 }
 
 
+_GRAPH = term_values(GRAPH)
+VERIFY_ATTENTION = ("query-aware", "expansion")
+
+
 @dataclass(frozen=True, slots=True)
 class RooflineParams:
-    compute_efficiency: float = 0.35  # decode/verify: small-M GEMMs plus non-GEMM kernels
-    prefill_compute_efficiency: float = 0.75  # large-M GEMMs
-    memory_efficiency: float = 0.85
-    forward_overhead_s: float = 200e-6  # launch and input preparation per forward
-    layer_overhead_s: float = 8e-6  # per layer per forward: launches that do not overlap
-    step_overhead_s: float = 1.0e-3  # scheduler, sampling, output processing per step
-    spec_overhead_s: float = 0.3e-3  # rejection sampler and proposer bookkeeping
+    """The roofline's settings; each profile records them under ``"roofline"``.
+
+    Kernel costs come from the fitted operator table ``op_fit`` ("auto": the one
+    ``nightjar.calibration.fits`` maps the GPU to). The overhead terms and their sources
+    are in ``nightjar.calibration.overheads`` (CUDA-graph values by default).
+    """
+
+    op_fit: str = "auto"
+    execution: str = GRAPH  # "graph" (CUDA graphs) or "eager" (--enforce-eager)
+    # query-aware: a verify pass reads each request's KV once; expansion: B (gamma + 1)
+    # times, as older vLLM's batch expansion scored every proposal as its own sequence.
+    verify_attention: str = "query-aware"
+    forward_overhead_s: float = _GRAPH["forward"]
+    layer_overhead_s: float = _GRAPH["layer"]
+    step_overhead_s: float = _GRAPH["step"]
+    seq_overhead_s: float = _GRAPH["per_seq"]
+    sample_overhead_s: float = _GRAPH["sample"]
+    spec_overhead_s: float = _GRAPH["rejection"]
+    spec_seq_overhead_s: float = _GRAPH["spec_per_seq"]
     gpu_memory_utilization: float = 0.9
     block_size: int = 16
     # vLLM profiles activations with a full token budget and sampler batch.
     profile_tokens: int = 8192
     profile_seqs: int = 256
     non_torch_bytes: int = 512 << 20  # CUDA context, cuBLAS workspaces
+
+
+def resolve(p: RooflineParams, gpu: GPU) -> RooflineParams:
+    """Pin ``op_fit`` to a named table, so the profile records which one priced it."""
+    if p.verify_attention not in VERIFY_ATTENTION:
+        raise NightjarInputError(
+            f"verify attention {p.verify_attention!r}: use one of {', '.join(VERIFY_ATTENTION)}"
+        )
+    return replace(p, op_fit=fit_name(gpu.name)) if p.op_fit == "auto" else p
+
+
+def layer_gpu_s(
+    gpu: GPU, m: ModelArch, fit: OpFit, *, tokens: int, kv_read_tokens: float, pairs: float
+) -> float:
+    """One decoder layer's kernels: four GEMMs, norms, rotary, activation, attention.
+
+    The residual adds are fused into vLLM's norms (fused_add_rms_norm), so they are
+    not separate kernels here. Attention is analytic: a fixed launch (two kernels,
+    cache write and attention, at the fitted GEMM launch) plus
+    max(FLOPs at the plateau efficiency, KV bytes at the weight-read efficiency).
+    """
+    peak, bw, db = gpu.peak_flops, gpu.mem_bandwidth_bytes_per_s, m.dtype_bytes
+    h, q, kv = m.hidden, m.heads * m.head_dim, m.kv_heads * m.head_dim
+    gemms = (
+        gemm_s(fit, peak, bw, tokens, h, q + 2 * kv, db)
+        + gemm_s(fit, peak, bw, tokens, q, h, db)
+        + gemm_s(fit, peak, bw, tokens, h, 2 * m.intermediate, db)
+        + gemm_s(fit, peak, bw, tokens, m.intermediate, h, db)
+    )
+    elementwise = (
+        2 * elementwise_s(fit, "norm", bw, 2.0 * tokens * h * db)
+        + elementwise_s(fit, "rope", bw, 2.0 * tokens * (q + kv) * db)
+        + elementwise_s(fit, "act", bw, 3.0 * tokens * m.intermediate * db)
+    )
+    kv_layer = m.kv_bytes_per_token / m.layers
+    attention = 2 * fit.gemm_launch_s + max(
+        m.attention_flops_per_token_per_ctx / m.layers * pairs / (peak * fit.gemm_eff_max),
+        (kv_read_tokens + tokens) * kv_layer / (bw * fit.gemm_mem_eff),
+    )
+    return gemms + elementwise + attention
 
 
 def forward_s(
@@ -97,44 +160,72 @@ def forward_s(
     seqs: int,
     context: float,
     attn_pairs: float | None = None,
-    eff_c: float | None = None,
+    kv_read_tokens: float | None = None,
+    logit_tokens: int | None = None,
 ) -> float:
-    """One forward pass; ``attn_pairs`` (query-key pairs) defaults to tokens * context."""
-    peak = gpu.peak_flops * (p.compute_efficiency if eff_c is None else eff_c)
-    bw = gpu.mem_bandwidth_bytes_per_s * p.memory_efficiency
-    pairs = tokens * context if attn_pairs is None else attn_pairs
-    linear = max(2.0 * m.params * tokens / peak, m.weight_bytes / bw)
-    attention = max(
-        m.attention_flops_per_token_per_ctx * pairs / peak,
-        seqs * context * m.kv_bytes_per_token / bw,
+    """One forward pass of ``tokens`` tokens of ``seqs`` sequences at ``context``.
+
+    ``attn_pairs`` (query-key pairs) defaults to tokens * context, ``kv_read_tokens``
+    (KV entries read) to seqs * context and ``logit_tokens`` (lm_head rows) to tokens.
+    Each layer takes max(host dispatch, its GPU kernels): see
+    ``nightjar.calibration.overheads``.
+    """
+    fit = get_fit(resolve(p, gpu).op_fit)
+    bw, db = gpu.mem_bandwidth_bytes_per_s, m.dtype_bytes
+    layer = layer_gpu_s(
+        gpu, m, fit,
+        tokens=tokens,
+        kv_read_tokens=seqs * context if kv_read_tokens is None else kv_read_tokens,
+        pairs=tokens * context if attn_pairs is None else attn_pairs,
     )
-    overhead = p.forward_overhead_s + m.layers * p.layer_overhead_s
-    return overhead + linear + attention + comm_s(gpu, m, tokens)
+    # Tensor parallelism: each layer's two all-reduces are GPU time of that layer.
+    layer += comm_s(gpu, m, tokens) / m.layers
+    rows = tokens if logit_tokens is None else logit_tokens
+    head = (
+        elementwise_s(fit, "add", bw, 2.0 * tokens * m.hidden * db)  # embedding gather
+        + elementwise_s(fit, "norm", bw, 2.0 * tokens * m.hidden * db)
+        # vocab_rows: one rank's share of the LM head under tensor parallelism.
+        + gemm_s(fit, gpu.peak_flops, bw, rows, m.hidden, m.vocab_rows, db)
+    )
+    return p.forward_overhead_s + m.layers * max(p.layer_overhead_s, layer) + head
+
+
+def sample_s(gpu: GPU, m: ModelArch, p: RooflineParams, rows: int) -> float:
+    """One sampling call over ``rows`` logit rows: fixed cost plus fp32 logits written
+    and read back (8 bytes per vocabulary entry)."""
+    return p.sample_overhead_s + rows * m.vocab * 8 / gpu.mem_bandwidth_bytes_per_s
 
 
 def draft_s(gpu: GPU, d: ModelArch, p: RooflineParams, b: int, gamma: int, ctx: float) -> float:
+    """gamma proposal passes, each a forward plus sampling its token."""
     if gamma == 0:
         return 0.0
-    first = forward_s(gpu, d, p, tokens=2 * b, seqs=b, context=ctx)
+    first = forward_s(gpu, d, p, tokens=2 * b, seqs=b, context=ctx, logit_tokens=b)
     rest = forward_s(gpu, d, p, tokens=b, seqs=b, context=ctx)
-    return first + (gamma - 1) * rest
+    return first + (gamma - 1) * rest + gamma * sample_s(gpu, d, p, b)
 
 
 def verify_s(gpu: GPU, t: ModelArch, p: RooflineParams, b: int, gamma: int, ctx: float) -> float:
-    return forward_s(gpu, t, p, tokens=b * (gamma + 1), seqs=b, context=ctx)
+    tokens = b * (gamma + 1)
+    reads = b * ctx if p.verify_attention == "query-aware" else tokens * ctx
+    return forward_s(gpu, t, p, tokens=tokens, seqs=b, context=ctx, kv_read_tokens=reads)
+
+
+def step_overhead_s(gpu: GPU, t: ModelArch, p: RooflineParams, b: int, gamma: int) -> float:
+    """Everything in a step besides the draft and verify forwards."""
+    rows = b * (gamma + 1)
+    fixed = p.step_overhead_s + p.seq_overhead_s * b + sample_s(gpu, t, p, rows)
+    if gamma == 0:
+        return fixed
+    probs = rows * t.vocab * 8 / gpu.mem_bandwidth_bytes_per_s  # target and draft, fp32
+    return fixed + p.spec_overhead_s + p.spec_seq_overhead_s * b + probs
 
 
 def prefill_s(gpu: GPU, m: ModelArch, p: RooflineParams, n: int) -> float:
-    # A single sequence: the KV it writes is read back once by its own attention.
+    # A single sequence: the KV it writes is read back once by its own attention, and
+    # only its last position needs logits.
     return forward_s(
-        gpu,
-        m,
-        p,
-        tokens=n,
-        seqs=1,
-        context=n,
-        attn_pairs=n * (n + 1) / 2,
-        eff_c=p.prefill_compute_efficiency,
+        gpu, m, p, tokens=n, seqs=1, context=n, attn_pairs=n * (n + 1) / 2, logit_tokens=1
     )
 
 
@@ -152,16 +243,19 @@ def _ms(x: float) -> float:
     return round(x * 1e3, 5)
 
 
-# ``--enforce-eager``: without CUDA graphs every kernel is launched from the host.
-# A decoder layer runs ~10 kernels at ~3-4 us of launch each, and the forward's
-# input preparation is no longer captured: assumed, not measured.
-EAGER_LAYER_OVERHEAD_S = 30e-6
-EAGER_FORWARD_OVERHEAD_S = 400e-6
-
-
 def eager_params(p: RooflineParams) -> RooflineParams:
+    """``--enforce-eager``: no CUDA graphs, every kernel launched from the host."""
+    v = term_values(EAGER)
     return replace(
-        p, layer_overhead_s=EAGER_LAYER_OVERHEAD_S, forward_overhead_s=EAGER_FORWARD_OVERHEAD_S
+        p,
+        execution=EAGER,
+        forward_overhead_s=v["forward"],
+        layer_overhead_s=v["layer"],
+        step_overhead_s=v["step"],
+        seq_overhead_s=v["per_seq"],
+        sample_overhead_s=v["sample"],
+        spec_overhead_s=v["rejection"],
+        spec_seq_overhead_s=v["spec_per_seq"],
     )
 
 
@@ -194,7 +288,6 @@ def build_profile(
     ``--model-config``) is used as given. With ``tp`` > 1 every time and memory figure
     is one rank's (nightjar.tensor_parallel); target and draft both run at ``tp``.
     """
-    p = params or RooflineParams()
     dep = deployment or Deployment()
     contexts = [c for c in CONTEXT_GRID if dep.max_model_len is None or c <= dep.max_model_len]
     gpu = get_gpu(gpu_name) if isinstance(gpu_name, str) else gpu_name
@@ -202,6 +295,7 @@ def build_profile(
     d = get_model(draft_name) if isinstance(draft_name, str) else draft_name
     check_same_vocab(t, d)
     t, d = shard(t, tp), shard(d, tp)
+    p = resolve(params or RooflineParams(), gpu)
     reserve = (
         estimate_activation_reserve(t, p)
         if activation_reserve_bytes is None
@@ -212,7 +306,7 @@ def build_profile(
         for g in GAMMA_GRID:
             for c in contexts:
                 ds, vs = draft_s(gpu, d, p, b, g, c), verify_s(gpu, t, p, b, g, c)
-                step = ds + vs + p.step_overhead_s + (p.spec_overhead_s if g else 0.0)
+                step = ds + vs + step_overhead_s(gpu, t, p, b, g)
                 decode.append([b, g, c, _ms(step), _ms(ds), _ms(vs)])
     fwd = [
         [b, c, _ms(forward_s(gpu, d, p, tokens=b, seqs=b, context=c))]
@@ -245,8 +339,12 @@ def build_profile(
         "name": f"{gpu_label}/{t.name}+{d.name}",
         "source": "roofline",
         "command": command,
-        "notes": "Roofline model (nightjar.roofline), not a measurement. Acceptance values "
-        "are assumed priors, not measured.",
+        "notes": "Calibrated roofline model (nightjar.roofline), not a measurement of this "
+        f"pair: kernel costs fitted to Microsoft Vidur's measured {p.op_fit.upper()} op tables "
+        f"(MIT, commit {VIDUR_COMMIT}); attention analytic ({p.verify_attention} verify); "
+        f"host overheads for {p.execution} execution, most of them assumed (sources in "
+        "the roofline section and nightjar.calibration.overheads). Acceptance values are "
+        "assumed priors, not measured.",
         "gpu": gpu.name,
         "target": t.name,
         "draft": d.name,

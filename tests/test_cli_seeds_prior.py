@@ -92,8 +92,12 @@ def test_paper_config_profiles_pin_memory_and_length() -> None:
     assert a100.memory.max_model_len == 2048 and a100.max_context_len == 2048
     rtx = load_profile("rtx4090-paper/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")
     assert (rtx.memory.kv_blocks(True), rtx.memory.kv_blocks(False)) == (4112, 4938)
-    # Same latency model as ours: only the deployment is pinned.
-    assert rtx.step_time_s(16, 2, 512.0) == load_profile(RTX).step_time_s(16, 2, 512.0)
+    # Same latency model as ours in eager mode (the paper's step logs are eager): the
+    # verify pass is GPU-bound either way, the launch-bound draft costs more.
+    ours = load_profile(RTX)
+    assert rtx.to_json()["roofline"]["execution"] == "eager"
+    assert rtx.decode_timing(16, 2, 512.0).draft_s > ours.decode_timing(16, 2, 512.0).draft_s
+    assert rtx.step_time_s(16, 2, 512.0) > ours.step_time_s(16, 2, 512.0)
     r = simulate(load_trace("burst"), a100, "fixed:1")
     assert r.extra["capped_requests"] > 0
     assert all(q.prompt_tokens + q.output_tokens <= 2048 for q in r.requests)

@@ -122,8 +122,9 @@ def test_linear_between_grid_points(data: dict[str, Any]) -> None:
         (lo + (hi - lo) / 4) / 1e3, rel=1e-9
     )
     fwd = {(r[0], float(r[1])): r[2] for r in data["draft_forward"]}
+    # Context 256 lies a third of the way from grid point 128 to 512.
     assert p.draft_forward_s(8, 256.0) == pytest.approx(
-        (fwd[(8, 0.0)] + (fwd[(8, 512.0)] - fwd[(8, 0.0)]) / 2) / 1e3, rel=1e-9
+        (fwd[(8, 128.0)] + (fwd[(8, 512.0)] - fwd[(8, 128.0)]) / 3) / 1e3, rel=1e-9
     )
     pf = {r[0]: r[1:] for r in data["prefill"]}
     assert p.prefill_time_s(768) == pytest.approx((pf[512][0] + pf[1024][0]) / 2 / 1e3)

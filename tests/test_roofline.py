@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from nightjar.calibration.fits import fit_name, get_fit
 from nightjar.commands import profile as profile_cmd
 from nightjar.hardware import GPUS, MODELS, get_gpu, get_model
 from nightjar.profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
-from nightjar.roofline import RooflineParams, build_profile, forward_s
+from nightjar.roofline import RooflineParams, build_profile, forward_s, step_overhead_s
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 
@@ -44,15 +45,13 @@ def test_tradeoff_on_bundled_a100_profile() -> None:
     # Memory-bound small batches: gamma 3 at acceptance 0.7 clearly wins.
     for ctx in (128.0, 512.0, 2048.0):
         assert _sd_over_nospec(p, 1, ctx, 0.7) < 0.6
-    # Compute-bound large batches: it clearly loses.
-    for b in (64, 96, 128, 256, 512):
-        assert _sd_over_nospec(p, b, 128.0, 0.7) > 1.2
-    # At context 512 the shared KV read narrows the gap (see docs/profiles.md); with
-    # the profile's own ShareGPT prior speculation still loses from B = 64.
-    alpha = p.acceptance("sharegpt")
-    assert alpha is not None
-    for b in (64, 128):
-        assert _sd_over_nospec(p, b, 512.0, alpha[0]) > 1.05
+    # Compute-bound large batches at short contexts: it loses, narrowly (the fitted GEMM
+    # efficiency moves the crossover out to B ~ 256 on this MHA pair; docs/profiles.md).
+    for b in (384, 512):
+        assert _sd_over_nospec(p, b, 128.0, 0.7) > 1.02
+    # Longer contexts move the crossover out: the verify pass shares the KV read.
+    for b in (64, 128, 256, 512):
+        assert _sd_over_nospec(p, b, 2048.0, 0.7) < _sd_over_nospec(p, b, 128.0, 0.7)
     # One crossover: relative cost never falls as B grows (beyond the rounding of
     # the fixed overheads, which amortise slightly faster with speculation).
     ratios = [_sd_over_nospec(p, b, 128.0, 0.7) for b in p.batch_sizes]
@@ -79,13 +78,18 @@ def test_rtx4090_memory_calibration() -> None:
 
 
 def test_step_is_draft_plus_verify_plus_overheads() -> None:
-    params = RooflineParams()
     p = load_profile(DEFAULT_PROFILE)
+    params = RooflineParams(**p.to_json()["roofline"])
+    gpu, target = get_gpu("a100-80gb"), get_model("vicuna-13b")
     for b, g, c in [(1, 0, 128.0), (64, 3, 1024.0), (512, 8, 8192.0)]:
         t = p.decode_timing(b, g, c)
-        overhead = params.step_overhead_s + (params.spec_overhead_s if g else 0.0)
+        overhead = step_overhead_s(gpu, target, params, b, g)
         assert t.step_s == pytest.approx(t.draft_s + t.verify_s + overhead, abs=1e-7)
         assert (t.draft_s == 0.0) == (g == 0)
+    # The per-sequence CPU terms make the overhead grow with the batch.
+    assert step_overhead_s(gpu, target, params, 256, 3) > step_overhead_s(
+        gpu, target, params, 1, 3
+    ) + 256 * params.seq_overhead_s
     # Verify grows with gamma; draft grows linearly with gamma past the first pass.
     v = [p.decode_timing(32, g, 512.0).verify_s for g in range(9)]
     assert v == sorted(v)
@@ -95,9 +99,11 @@ def test_step_is_draft_plus_verify_plus_overheads() -> None:
 
 def test_batch_one_is_bandwidth_bound() -> None:
     gpu, m, params = get_gpu("a100-80gb"), get_model("vicuna-13b"), RooflineParams()
+    fit = get_fit(fit_name(gpu.name))
     t = forward_s(gpu, m, params, tokens=1, seqs=1, context=0)
     floor = m.weight_bytes / gpu.mem_bandwidth_bytes_per_s
-    assert floor < t < floor / params.memory_efficiency + 1e-3
+    # Weights at the fitted streaming efficiency, plus launches: under 15% above it.
+    assert floor / fit.gemm_mem_eff < t < 1.15 * floor / fit.gemm_mem_eff
 
 
 def test_prefill_is_monotone_and_draft_is_cheaper() -> None:

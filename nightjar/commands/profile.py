@@ -77,7 +77,11 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--max-model-len", type=int, default=None, metavar="L",
                    help="cap prompt + output tokens (and the context grid) at L")
     d.add_argument("--enforce-eager", action="store_true",
-                   help="no CUDA graphs: larger per-layer launch overheads (assumed values)")
+                   help="no CUDA graphs: every kernel dispatched from the host (eager "
+                   "overhead terms; see `profile --show`)")
+    d.add_argument("--verify-attention", default=None, metavar="MODEL",
+                   help="verify-pass attention: query-aware (default; each request's KV "
+                   "read once) or expansion (B*(gamma+1) reads, older vLLM's batch expansion)")
     d.add_argument("--variant", default=None,
                    help="name suffix: the profile is called <gpu>-<variant>/<target>+<draft>")
     p.add_argument(
@@ -155,6 +159,7 @@ def _command(args: argparse.Namespace) -> str:
     for flag in (
         "activation_reserve_bytes", "gpu_memory_utilization", "block_size",
         "num_gpu_blocks_override", "num_gpu_blocks_no_draft", "max_model_len", "variant",
+        "verify_attention",
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -170,7 +175,13 @@ def _roofline(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from nightjar.profile import Profile
-    from nightjar.roofline import Deployment, RooflineParams, build_profile, eager_params
+    from nightjar.roofline import (
+        VERIFY_ATTENTION,
+        Deployment,
+        RooflineParams,
+        build_profile,
+        eager_params,
+    )
 
     gpu, target, draft = _roofline_inputs(args)
     tp = 1 if args.tp is None else args.tp
@@ -193,6 +204,13 @@ def _roofline(args: argparse.Namespace) -> int:
         raise NightjarInputError(f"--variant must be letters, digits and '-', got {args.variant!r}")
     if args.enforce_eager:
         params = eager_params(params)
+    if args.verify_attention is not None:
+        if args.verify_attention not in VERIFY_ATTENTION:
+            raise NightjarInputError(
+                f"--verify-attention {args.verify_attention!r}: use one of "
+                f"{', '.join(VERIFY_ATTENTION)}"
+            )
+        params = replace(params, verify_attention=args.verify_attention)
     with_draft = args.num_gpu_blocks_override
     deployment = Deployment(
         variant=args.variant,
@@ -336,5 +354,44 @@ def _show(name: str, context: float) -> int:
             f"tensor parallel {tp}: memory and KV blocks are per GPU; two all-reduces per "
             "layer per forward in every step time"
         )
+    _show_overheads(console, p.to_json().get("roofline"))
     console.print(f"command: {p.command}")
     return 0
+
+
+# Profile "roofline" keys -> the overhead term (nightjar.calibration.overheads) they hold.
+_OVERHEAD_KEYS = (
+    ("forward_overhead_s", "forward", "per forward (host)"),
+    ("layer_overhead_s", "layer", "per layer (host dispatch)"),
+    ("step_overhead_s", "step", "per step (fixed)"),
+    ("seq_overhead_s", "per_seq", "per sequence per step"),
+    ("sample_overhead_s", "sample", "per sampling call"),
+    ("spec_overhead_s", "rejection", "rejection sampling per spec step"),
+    ("spec_seq_overhead_s", "spec_per_seq", "per sequence per spec step"),
+)
+
+
+def _show_overheads(console: Any, roof: Any) -> None:
+    """The roofline's kernel table, verify model and overhead terms with their sources."""
+    from rich.table import Table
+
+    from nightjar.calibration.overheads import TERMS, term_source
+
+    if not isinstance(roof, dict) or "forward_overhead_s" not in roof:
+        return  # a measured profile, or one made before the calibrated roofline
+    mode = str(roof.get("execution", "graph"))
+    console.print(
+        f"roofline: kernels fitted to Vidur's {str(roof.get('op_fit', '?')).upper()} op "
+        f"tables, {mode} execution, verify attention {roof.get('verify_attention', '?')}"
+    )
+    table = Table("term", "us", "source", title="overhead terms")
+    for key, term, label in _OVERHEAD_KEYS:
+        value = roof.get(key)
+        if not isinstance(value, int | float):
+            continue
+        default = TERMS[term].get(mode)
+        source = "?" if default is None else term_source(term, mode)
+        if default is not None and abs(value - default.value) > 1e-12:
+            source = f"set in the profile (default {default.value * 1e6:g} us: {source})"
+        table.add_row(label, f"{value * 1e6:g}", source)
+    console.print(table)
