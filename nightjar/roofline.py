@@ -117,7 +117,9 @@ def resolve(p: RooflineParams, gpu: GPU) -> RooflineParams:
         raise NightjarInputError(
             f"verify attention {p.verify_attention!r}: use one of {', '.join(VERIFY_ATTENTION)}"
         )
-    return replace(p, op_fit=fit_name(gpu.name)) if p.op_fit == "auto" else p
+    # A --gpu-spec GPU described "like" a catalogue one borrows that one's fit.
+    name = gpu.like or gpu.name
+    return replace(p, op_fit=fit_name(name)) if p.op_fit == "auto" else p
 
 
 def layer_gpu_s(

@@ -219,3 +219,11 @@ def test_name_and_file_flags_exclude_each_other(
     assert "give --model or --model-config, not both" in capsys.readouterr().err
     assert _cli("profile", "--model-config", str(cfg), "--out", str(tmp_path / "x")) == 2
     assert "--model-config only with --roofline" in capsys.readouterr().err
+
+
+def test_gpu_spec_like_borrows_the_op_fit() -> None:
+    plain = build_profile(parse_gpu_spec(SPEC), "llama-3.1-8b", "llama-3.2-1b", "c")
+    hopper = build_profile(
+        parse_gpu_spec(SPEC + ",like=h100-80gb"), "llama-3.1-8b", "llama-3.2-1b", "c"
+    )
+    assert (plain["roofline"]["op_fit"], hopper["roofline"]["op_fit"]) == ("a100", "h100")
