@@ -43,7 +43,8 @@ from nightjar.calibration.fitted import VIDUR_COMMIT
 from nightjar.calibration.ops import OpFit, elementwise_s, gemm_s
 from nightjar.calibration.overheads import EAGER, GRAPH, term_values
 from nightjar.errors import NightjarInputError
-from nightjar.hardware import GPU, ModelArch, get_gpu, get_model
+from nightjar.hardware import GPU, ModelArch, check_same_vocab, get_gpu, get_model
+from nightjar.tensor_parallel import comm_s, shard, tp_metadata
 
 BATCH_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 GAMMA_GRID = tuple(range(9))
@@ -59,6 +60,12 @@ ACCEPTANCE_PRIORS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
         "specbench": (0.55, 8.0),
     },
     ("deepseek-r1-distill-qwen-7b", "qwen2.5-0.5b"): {
+        "sharegpt": (0.55, 8.0),
+        "alpaca": (0.60, 8.0),
+        "specbench": (0.50, 8.0),
+    },
+    # The 7B distill's priors: same draft, same family, a larger target.
+    ("deepseek-r1-distill-qwen-32b", "qwen2.5-0.5b"): {
         "sharegpt": (0.55, 8.0),
         "alpaca": (0.60, 8.0),
         "specbench": (0.50, 8.0),
@@ -110,7 +117,9 @@ def resolve(p: RooflineParams, gpu: GPU) -> RooflineParams:
         raise NightjarInputError(
             f"verify attention {p.verify_attention!r}: use one of {', '.join(VERIFY_ATTENTION)}"
         )
-    return replace(p, op_fit=fit_name(gpu.name)) if p.op_fit == "auto" else p
+    # A --gpu-spec GPU described "like" a catalogue one borrows that one's fit.
+    name = gpu.like or gpu.name
+    return replace(p, op_fit=fit_name(name)) if p.op_fit == "auto" else p
 
 
 def layer_gpu_s(
@@ -171,11 +180,14 @@ def forward_s(
         kv_read_tokens=seqs * context if kv_read_tokens is None else kv_read_tokens,
         pairs=tokens * context if attn_pairs is None else attn_pairs,
     )
+    # Tensor parallelism: each layer's two all-reduces are GPU time of that layer.
+    layer += comm_s(gpu, m, tokens) / m.layers
     rows = tokens if logit_tokens is None else logit_tokens
     head = (
         elementwise_s(fit, "add", bw, 2.0 * tokens * m.hidden * db)  # embedding gather
         + elementwise_s(fit, "norm", bw, 2.0 * tokens * m.hidden * db)
-        + gemm_s(fit, gpu.peak_flops, bw, rows, m.hidden, m.vocab, db)
+        # vocab_rows: one rank's share of the LM head under tensor parallelism.
+        + gemm_s(fit, gpu.peak_flops, bw, rows, m.hidden, m.vocab_rows, db)
     )
     return p.forward_overhead_s + m.layers * max(p.layer_overhead_s, layer) + head
 
@@ -263,18 +275,28 @@ class Deployment:
 
 
 def build_profile(
-    gpu_name: str,
-    target_name: str,
-    draft_name: str,
+    gpu_name: str | GPU,
+    target_name: str | ModelArch,
+    draft_name: str | ModelArch,
     command: str,
     params: RooflineParams | None = None,
     activation_reserve_bytes: int | None = None,
     deployment: Deployment | None = None,
+    tp: int = 1,
 ) -> dict[str, Any]:
-    """The profile JSON (format_version 1) the roofline predicts for this pair."""
+    """The profile JSON (format_version 1) the roofline predicts for this pair.
+
+    Names are looked up in the catalogue; a ``GPU`` or ``ModelArch`` (``--gpu-spec``,
+    ``--model-config``) is used as given. With ``tp`` > 1 every time and memory figure
+    is one rank's (nightjar.tensor_parallel); target and draft both run at ``tp``.
+    """
     dep = deployment or Deployment()
     contexts = [c for c in CONTEXT_GRID if dep.max_model_len is None or c <= dep.max_model_len]
-    gpu, t, d = get_gpu(gpu_name), get_model(target_name), get_model(draft_name)
+    gpu = get_gpu(gpu_name) if isinstance(gpu_name, str) else gpu_name
+    t = get_model(target_name) if isinstance(target_name, str) else target_name
+    d = get_model(draft_name) if isinstance(draft_name, str) else draft_name
+    check_same_vocab(t, d)
+    t, d = shard(t, tp), shard(d, tp)
     p = resolve(params or RooflineParams(), gpu)
     reserve = (
         estimate_activation_reserve(t, p)
@@ -312,7 +334,8 @@ def build_profile(
     for key in ("kv_blocks_with_draft", "kv_blocks_without_draft", "max_model_len"):
         if getattr(dep, key) is not None:
             memory[key] = getattr(dep, key)
-    gpu_label = f"{gpu.name}-{dep.variant}" if dep.variant else gpu.name
+    gpu_label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
+    gpu_label = f"{gpu_label}-{dep.variant}" if dep.variant else gpu_label
     return {
         "format_version": 1,
         "name": f"{gpu_label}/{t.name}+{d.name}",
@@ -332,6 +355,7 @@ def build_profile(
             "peak_flops": gpu.peak_flops,
             "target_hf_id": t.hf_id,
             "draft_hf_id": d.hf_id,
+            **tp_metadata(gpu, t, tp),
         },
         "roofline": asdict(p),
         "memory": memory,

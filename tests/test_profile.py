@@ -260,7 +260,7 @@ def test_cli_errors_are_one_line(
     assert _cli(monkeypatch, "--roofline", "--gpu", "tpu9", "--model", "a", "--draft", "b") == 2
     assert "unknown GPU 'tpu9'" in capsys.readouterr().err
     assert _cli(monkeypatch, "--roofline", "--gpu", "l40s") == 2
-    assert "--model, --draft" in capsys.readouterr().err
+    assert "--model (or --model-config), --draft (or --draft-config)" in capsys.readouterr().err
     assert _cli(monkeypatch, "--show", A100, "--context", "1e6") == 2
     err = capsys.readouterr().err
     assert "context length" in err and err.count("\n") == 1

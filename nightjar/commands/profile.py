@@ -11,12 +11,16 @@ import argparse
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nightjar.errors import NightjarInputError
 
+if TYPE_CHECKING:
+    from nightjar.hardware import GPU, ModelArch
+
 SHOW_BATCHES = (1, 4, 16, 32, 64, 128, 256)
 SHOW_GAMMAS = (0, 1, 2, 3, 4)
+ROOFLINE_ONLY = ("model_config", "draft_config", "gpu_spec", "tp")
 
 
 def add_parser(sub: Any) -> None:
@@ -33,9 +37,23 @@ def add_parser(sub: Any) -> None:
     mode.add_argument("--show", metavar="NAME", help="summarise a profile (name or path)")
     p.add_argument("--gpu", help="GPU name for --roofline (see --list)")
     p.add_argument(
-        "--model", help="target: catalog name (--roofline); preset, path or cached HF id (measured)"
+        "--model",
+        help="target: catalog name or its HF id (--roofline); preset, path or cached HF id "
+        "(measured)",
     )
     p.add_argument("--draft", help="draft model (measured: default the preset's)")
+    a = p.add_argument_group("any model, any GPU, tensor parallelism (--roofline)")
+    a.add_argument("--model-config", metavar="CONFIG",
+                   help="target shape from a Hugging Face config.json (or its directory), "
+                   "instead of --model")
+    a.add_argument("--draft-config", metavar="CONFIG",
+                   help="draft shape from a Hugging Face config.json, instead of --draft")
+    a.add_argument("--gpu-spec", metavar="SPEC",
+                   help="a GPU not in the catalogue: JSON/TOML file or key=value,... "
+                   "(docs/profiles.md), instead of --gpu")
+    a.add_argument("--tp", type=int, default=None, metavar="N",
+                   help="tensor-parallel degree: target and draft split over N GPUs "
+                   "(default 1)")
     p.add_argument("--out", help="where to write the profile JSON")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument(
@@ -121,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
         return _show(args.show, args.context)
     if args.roofline:
         return _roofline(args)
+    given = [f"--{k.replace('_', '-')}" for k in ROOFLINE_ONLY if getattr(args, k) is not None]
+    if given:
+        raise NightjarInputError(f"{', '.join(given)} only with --roofline")
     if args.model:
         from nightjar.commands.profile_measured import run_measured
 
@@ -130,17 +151,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _command(args: argparse.Namespace) -> str:
     """The canonical command line that reproduces this profile (stored in the file)."""
-    parts = [
-        "nightjar",
-        "profile",
-        "--roofline",
-        "--gpu",
-        args.gpu,
-        "--model",
-        args.model,
-        "--draft",
-        args.draft,
-    ]
+    parts = ["nightjar", "profile", "--roofline"]
+    for flag in ("gpu", "gpu_spec", "model", "model_config", "draft", "draft_config", "tp"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            parts += ["--" + flag.replace("_", "-"), str(value)]
     for flag in (
         "activation_reserve_bytes", "gpu_memory_utilization", "block_size",
         "num_gpu_blocks_override", "num_gpu_blocks_no_draft", "max_model_len", "variant",
@@ -168,9 +183,8 @@ def _roofline(args: argparse.Namespace) -> int:
         eager_params,
     )
 
-    missing = [f"--{k}" for k in ("gpu", "model", "draft") if not getattr(args, k)]
-    if missing:
-        raise NightjarInputError(f"--roofline needs {', '.join(missing)}")
+    gpu, target, draft = _roofline_inputs(args)
+    tp = 1 if args.tp is None else args.tp
     params = RooflineParams()
     if args.gpu_memory_utilization is not None:
         if not 0.0 < args.gpu_memory_utilization <= 1.0:
@@ -206,16 +220,14 @@ def _roofline(args: argparse.Namespace) -> int:
         ),
         max_model_len=args.max_model_len,
     )
-    out = (
-        Path(args.out) if args.out else Path(f"{args.gpu}__{args.model}+{args.draft}.json".lower())
-    )
+    label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
+    out = Path(args.out) if args.out else Path(f"{label}__{target.name}+{draft.name}.json")
     if out.exists() and not out.is_file():  # a FIFO would block the write forever
         raise NightjarInputError(f"cannot write {out}: it exists and is not a regular file")
     if out.exists() and not args.force:
         raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
     data = build_profile(
-        args.gpu, args.model, args.draft, _command(args), params, args.activation_reserve_bytes,
-        deployment,
+        gpu, target, draft, _command(args), params, args.activation_reserve_bytes, deployment, tp
     )
     profile = Profile.from_json(data, str(out))  # validate before writing
     try:
@@ -228,6 +240,34 @@ def _roofline(args: argparse.Namespace) -> int:
         f"draft, {mem.kv_blocks(True)} with"
     )
     return 0
+
+
+def _roofline_inputs(args: argparse.Namespace) -> tuple[GPU, ModelArch, ModelArch]:
+    """The GPU and the two shapes, from the catalogue or from the user's files."""
+    from nightjar.gpu_spec import parse_gpu_spec
+    from nightjar.hardware import check_same_vocab, get_gpu, get_model
+    from nightjar.model_config import load_model_config
+    from nightjar.tensor_parallel import check_tp
+
+    for name, alt in (("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config")):
+        both = getattr(args, name) is not None and getattr(args, alt) is not None
+        if both:
+            raise NightjarInputError(f"give --{name} or --{alt.replace('_', '-')}, not both")
+    missing = [
+        f"--{name} (or --{alt.replace('_', '-')})"
+        for name, alt in (("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config"))
+        if not getattr(args, name) and not getattr(args, alt)
+    ]
+    if missing:
+        raise NightjarInputError(f"--roofline needs {', '.join(missing)}")
+    gpu = get_gpu(args.gpu) if args.gpu else parse_gpu_spec(args.gpu_spec)
+    target = get_model(args.model) if args.model else load_model_config(args.model_config)
+    draft = get_model(args.draft) if args.draft else load_model_config(args.draft_config)
+    check_same_vocab(target, draft)
+    tp = 1 if args.tp is None else args.tp
+    check_tp(target, tp)
+    check_tp(draft, tp)
+    return gpu, target, draft
 
 
 def _list() -> int:
@@ -263,6 +303,9 @@ def _list() -> int:
             f"{m.kv_bytes_per_token / 1024:g}",
         )
     console.print(gpus, models)
+    console.print("models by Hugging Face id (accepted wherever a model name is):")
+    for m in MODELS.values():
+        console.print(f"  {m.hf_id} = {m.name}", soft_wrap=True)
     console.print("bundled profiles:")
     for name in bundled_profiles():
         console.print(f"  {name}")
@@ -305,6 +348,12 @@ def _show(name: str, context: float) -> int:
         acc = p.acceptance(w)
         assert acc is not None
         console.print(f"acceptance {w}: mean {acc[0]:.2f}, concentration {acc[1]:g}")
+    tp = p.to_json().get("hardware", {}).get("tensor_parallel")
+    if tp:
+        console.print(
+            f"tensor parallel {tp}: memory and KV blocks are per GPU; two all-reduces per "
+            "layer per forward in every step time"
+        )
     _show_overheads(console, p.to_json().get("roofline"))
     console.print(f"command: {p.command}")
     return 0
