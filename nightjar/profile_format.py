@@ -15,7 +15,8 @@ from typing import Any
 
 from nightjar.errors import NightjarInputError
 
-SOURCES = ("measured", "roofline")
+# "roofline": the uncalibrated model of earlier releases, still accepted.
+SOURCES = ("measured", "calibrated-roofline", "roofline")
 MEMORY_INT_FIELDS = (
     "device_bytes",
     "target_weight_bytes",

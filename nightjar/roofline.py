@@ -339,7 +339,7 @@ def build_profile(
     return {
         "format_version": 1,
         "name": f"{gpu_label}/{t.name}+{d.name}",
-        "source": "roofline",
+        "source": "calibrated-roofline",
         "command": command,
         "notes": "Calibrated roofline model (nightjar.roofline), not a measurement of this "
         f"pair: kernel costs fitted to Microsoft Vidur's measured {p.op_fit.upper()} op tables "

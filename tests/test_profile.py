@@ -37,7 +37,7 @@ def test_bundled_names_and_default() -> None:
     assert A100 in names
     assert "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b" in names
     p = load_profile(A100)
-    assert p.name == A100 and p.source == "roofline"
+    assert p.name == A100 and p.source == "calibrated-roofline"
     assert (p.gpu, p.target, p.draft) == ("a100-80gb", "vicuna-13b", "vicuna-68m")
     assert p.gamma_max == 8 and p.max_batch_size == 512
 
@@ -72,7 +72,7 @@ def test_json_round_trip(data: dict[str, Any], tmp_path: Path) -> None:
         (lambda d: d["draft_forward"].pop(), "draft_forward"),
         (lambda d: d.pop("prefill"), "'prefill' is missing"),
         (lambda d: d.update(format_version=99), "'format_version' is 99"),
-        (lambda d: d.update(source="guess"), "must be one of measured, roofline"),
+        (lambda d: d.update(source="guess"), "must be one of measured, calibrated-roofline"),
         (lambda d: d["acceptance"]["sharegpt"].update(mean=1.2), "'acceptance.sharegpt.mean'"),
         (lambda d: d["acceptance"]["alpaca"].pop("concentration"), "concentration' is missing"),
         (lambda d: d.pop("name"), "'name' is missing"),
@@ -246,7 +246,7 @@ def test_cli_roofline_writes_and_refuses_overwrite(
     )
     assert _cli(monkeypatch, *args) == 0
     p = load_profile(str(out))
-    assert p.source == "roofline" and p.command.endswith(f"--out {out}")
+    assert p.source == "calibrated-roofline" and p.command.endswith(f"--out {out}")
     assert _cli(monkeypatch, *args) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     assert _cli(monkeypatch, *args, "--force") == 0

@@ -119,7 +119,7 @@ def test_tp_needs_roofline(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_bundled_tp_profile_loads_and_simulates(tmp_path: Path) -> None:
     p = load_profile(TP_PROFILE)
-    assert p.source == "roofline" and "--tp 2" in p.command
+    assert p.source == "calibrated-roofline" and "--tp 2" in p.command
     assert p.memory.kv_blocks(True) > 2 * _profile(1).memory.kv_blocks(True)
     assert cli.main(["sim", "--quiet", "--no-report", "--no-oracle", "--trace", "steady_low",
                      "--profile", TP_PROFILE, "--policy", "nospec", "--policy", "nightjar",
