@@ -482,8 +482,22 @@ def write_csv(path: Path, rows: Sequence[dict[str, float | str]]) -> None:
         w.writerows(rows)
 
 
-def _cache_name(g: Group) -> str:
-    key = f"{g.section}|{g.trace}|{g.profile}|{g.seed}|{g.runs}"
+def _code_fingerprint() -> str:
+    """What a cached group's numbers depend on besides the group: the simulator, the
+    policies, the profiles and traces, and this script. A change to any of them
+    invalidates the cache (a stale cache once published old numbers as new)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha1()
+    for pattern in ("nightjar/**/*.py", "sim/**/*.py", "profiles/*.json", "traces/*.json",
+                    "benchmarks/paper.py"):
+        for f in sorted(root.glob(pattern)):
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _cache_name(g: Group, fingerprint: str) -> str:
+    key = f"{fingerprint}|{g.section}|{g.trace}|{g.profile}|{g.seed}|{g.runs}"
     return hashlib.sha1(key.encode()).hexdigest()[:16] + ".json"
 
 
@@ -534,21 +548,22 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     todo = [g for g in groups(args.seeds) if args.only in (None, g.section)]
     started = time.perf_counter()
-    # Each finished group is kept in .cache/, so an interrupted run resumes (delete
-    # the folder after changing the code).
+    # Each finished group is kept in .cache/, so an interrupted run resumes; the key
+    # includes a fingerprint of the code and data, so a changed simulator reruns.
     cache = args.out / ".cache"
     cache.mkdir(exist_ok=True)
+    fingerprint = _code_fingerprint()
     rows: list[dict[str, float | str]] = []
     pending = []
     for g in todo:
-        hit = cache / _cache_name(g)
+        hit = cache / _cache_name(g, fingerprint)
         if hit.exists():
             rows += json.loads(hit.read_text())
         else:
             pending.append(g)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for k, (g, part) in enumerate(zip(pending, pool.map(run_group, pending), strict=True), 1):
-            (cache / _cache_name(g)).write_text(json.dumps(part))
+            (cache / _cache_name(g, fingerprint)).write_text(json.dumps(part))
             rows += part
             if k % 20 == 0 or k == len(pending):
                 print(f"{k}/{len(pending)} groups, {time.perf_counter() - started:.0f} s",
