@@ -66,7 +66,7 @@ def parse_objective(policy: str, arg: str | None) -> Objective:
             ) from None
     raise NightjarInputError(
         f"policy {policy!r}: unknown objective {arg!r} "
-        "(known: latency, slo, slo=TTFT_S,TPOT_S, batch-keyed)"
+        "(known: latency, slo, slo=TTFT_S,TPOT_S, batch-keyed, kv-limit)"
     )
 
 

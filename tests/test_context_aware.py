@@ -108,9 +108,12 @@ def test_lengths_whose_lookahead_does_not_fit_are_not_chosen(h100: Profile) -> N
     assert lookahead_top(replace(tight, kv_free_blocks=2), 5) == 2  # 32 slots: 2 per request
     assert lookahead_top(replace(tight, kv_free_blocks=0), 5) == 1  # gamma 0 always remains
     assert lookahead_top(replace(tight, kv_block_size=0, kv_free_blocks=0), 5) == 5  # unknown
-    pol = make_policy("nightjar+", PolicyEnv(gamma_max=4, seed=0, latency=h100))
+    pol = make_policy("nightjar+:kv-limit", PolicyEnv(gamma_max=4, seed=0, latency=h100))
     assert pol.decide(replace(ctx_at(4, 1000.0), kv_free_blocks=1000, kv_block_size=16)) > 1
     assert pol.decide(replace(ctx_at(4, 1000.0), kv_free_blocks=0, kv_block_size=16)) == 0
+    # Off by default (it cost throughput on the overloaded bundled runs).
+    default = make_policy("nightjar+", PolicyEnv(gamma_max=4, seed=0, latency=h100))
+    assert default.decide(replace(ctx_at(4, 1000.0), kv_free_blocks=0, kv_block_size=16)) > 0
 
 
 @pytest.mark.parametrize("arg", ["bogus", "slo=", "slo=1", "slo=a,b", "slo=0,0.1", "slo=1,inf"])
