@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import random
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 NO_GPU_EXIT = 3
 
@@ -46,19 +45,10 @@ def _workload(n: int, seed: int, vocab: int) -> tuple[list[list[int]], list[int]
     return prompts, [rng.randrange(8, 80) for _ in range(n)]
 
 
-@contextlib.contextmanager
-def _engine(spec: Any) -> Iterator[Any]:
-    from vllm import LLM
+def _engine(spec: Any) -> contextlib.AbstractContextManager[Any]:
+    from nightjar.live.plugins.engine import open_llm
 
-    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
-
-    llm = LLM(**engine_kwargs(spec))
-    try:
-        yield llm
-    finally:
-        llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_GRACE_S)
-        del llm
-        gc.collect()
+    return cast("contextlib.AbstractContextManager[Any]", open_llm(spec))
 
 
 def _greedy(llm: Any, prompts: list[list[int]], max_tokens: list[int]) -> list[list[int]]:

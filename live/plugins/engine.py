@@ -8,9 +8,12 @@ Importing this module does not import vllm.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +109,22 @@ def is_cpu() -> bool:
     from vllm.platforms import current_platform
 
     return bool(current_platform.is_cpu())
+
+
+@contextlib.contextmanager
+def open_llm(spec: EngineSpec) -> Iterator[Any]:
+    """``with open_llm(spec) as llm:`` a ``vllm.LLM`` that is shut down with the grace
+    its engine core needs: vLLM's default kills a busy core mid-teardown and leaks
+    its shared-memory queues."""
+    from vllm import LLM
+
+    llm = LLM(**engine_kwargs(spec))
+    try:
+        yield llm
+    finally:
+        llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_GRACE_S)
+        del llm
+        gc.collect()
 
 
 def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:

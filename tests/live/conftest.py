@@ -6,11 +6,9 @@ they are skipped with that reason. Engines run float32 in eager mode on CPU.
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,23 +74,9 @@ def make_llm() -> Callable[..., Any]:
 
     prepare_env()
 
-    @contextmanager
-    def start(spec: Any) -> Iterator[Any]:
-        from vllm import LLM
+    from nightjar.live.plugins.engine import open_llm
 
-        from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
-
-        llm = LLM(**engine_kwargs(spec))
-        try:
-            yield llm
-        finally:
-            # The default grace kills a busy engine core mid-teardown, leaking its
-            # shared-memory queues.
-            llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_GRACE_S)
-            del llm
-            gc.collect()
-
-    return start
+    return open_llm
 
 
 def greedy(llm: Any, prompts: list[list[int]], max_tokens: list[int]) -> list[list[int]]:
