@@ -241,3 +241,26 @@ def test_live_flag_turns_the_joint_rule_off_and_needs_offload_on() -> None:
     assert off is not None and not off.offload_on_capacity
     with pytest.raises(NightjarInputError, match="add --offload on"):
         memory_settings(parse(["live", "--model", "m", "--no-offload-on-capacity"]))
+
+
+@pytest.mark.parametrize("spec", ["nightjar+", "nightjar+:batch-keyed"])
+def test_profile_less_nightjar_plus_learns_no_zero_step_time_from_a_prefill_heavy_step(
+    spec: str,
+) -> None:
+    # A mixed step shorter than its estimated prefill leaves no decode time. Learned
+    # as 0 in a new bucket, it made every loss there 0 and decide divided by it
+    # (longctx-mix, --prior none, seed 0).
+    pol = make_policy(spec, PolicyEnv(gamma_max=4, seed=0, acceptance_prior=ALPHA))
+    assert isinstance(pol, NightjarPlusPolicy)
+    for i in range(3):  # decode time at B = 8, then prefill learned on top of it
+        pol.decide(ctx_at(8, SHORT, now=i * 0.05))
+        pol.observe(StepOutcome(0, 8, 0.02, 0, 0, 8))
+    for i in range(3):
+        pol.decide(ctx_at(8, SHORT, now=1.0 + i * 0.05))
+        pol.observe(StepOutcome(0, 8, 0.22, 0, 0, 8, prefill_tokens=4000))
+    # B = 64 is a new bucket; this step is all prefill by the estimate.
+    pol.decide(ctx_at(64, SHORT, now=2.0))
+    pol.observe(StepOutcome(0, 64, 0.05, 0, 0, 64, prefill_tokens=4000))
+    assert all(loss > 0.0 for loss in pol.losses(64, SHORT))
+    for i in range(500):  # exploration divides by the best arm's loss
+        pol.decide(ctx_at(64, SHORT, now=3.0 + i * 0.05))

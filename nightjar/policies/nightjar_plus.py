@@ -221,7 +221,10 @@ class NightjarPlusPolicy:
             if self._profiled:
                 return  # the ratio learns from pure decode steps only
             decode_s = self._prefill.decode_time(step_s, p)
-            if decode_s is not None:
+            # A prefill estimate at or above the whole step leaves no decode time to
+            # learn from; learned as 0 it made every loss 0 (a division by zero in
+            # decide, seen on longctx-mix with --prior none).
+            if decode_s is not None and decode_s > 0.0:
                 self._times.learn(b, g, decode_s, ctx_len)
             return
         if not self._profiled:
