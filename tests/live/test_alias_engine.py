@@ -67,8 +67,13 @@ def test_aliased_draft_is_inside_kv_costs_no_memory_and_is_lossless(
     with make_llm(EngineSpec(str(tiny.target), str(tiny.draft), settings, **BASE)) as llm:
         run_greedy(llm, [[5, 6, 7]], [1])  # the worker aliases at its first step
         resident = llm.collective_rpc("nightjar_alias_report")[0]
-        run_greedy(llm, [[5, 6, 7]], [24])  # step 3 offloads
+        # Step 3 offloads; the report must come before step 10 reloads, so the
+        # request stops after a few steps (24 tokens ran past the reload).
+        run_greedy(llm, [[5, 6, 7]], [4])
         parked = llm.collective_rpc("nightjar_alias_report")[0]
+        # Step 10 reloads on an idle pool: under the 50 requests a drain reload can
+        # outlast step 18, and the controller refuses a forced offload mid-reload.
+        run_greedy(llm, [[5, 6, 7]], [6])
         got = run_greedy(llm, prompts, max_tokens)
         after = llm.collective_rpc("nightjar_alias_report")[0]
         counts = llm.collective_rpc("nightjar_draft_counts")[0]
