@@ -11,8 +11,8 @@ without one it is off live.
 
 Each arm replays ``benchmarks/joint_residency_live.json`` (a calm phase, a burst, calm
 again) with ``nightjar live --offload on`` and the same small KV pool, so that while
-the draft is resident its ballast (about 48 blocks of 128 tokens) leaves about 38 of
-86 blocks to requests and the burst's queue waits for blocks:
+the draft is resident its ballast (48 blocks of 128 tokens) leaves 37 of 85 blocks
+to requests and the burst's queue waits for blocks:
 
 - ``joint``: the default rule (offload also while the policy speculates, when the
   step-time model says the draft's blocks are worth more to the waiting requests);
@@ -41,7 +41,7 @@ from nightjar.stats import mean_interval
 
 HERE = Path(__file__).resolve().parent
 TRACE = HERE / "joint_residency_live.json"
-# 86 blocks of 128 tokens of the tiny pair (18 KiB of KV per token, target and draft).
+# 85 blocks of 128 tokens of the tiny pair (18 KiB of KV per token, target and draft).
 KV_CACHE_GB = 0.19
 # The default mark (150 blocks) is sized for GPU pools of thousands of blocks; here it
 # would exceed the whole pool and the room-based reload could never fire.
@@ -57,6 +57,7 @@ SUMMARY = {
     "offloads": "offloads",
     "joint offl": "capacity_offloads",
     "reloads": "reloads",
+    "offl s": "time_offloaded_s",
     "gamma": "mean_gamma",
 }
 
