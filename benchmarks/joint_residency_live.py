@@ -2,7 +2,7 @@
 
     LD_PRELOAD=$(find .venv-live -name libiomp5.so | head -n1) \\
         .venv-live/bin/python benchmarks/joint_residency_live.py \\
-        --models TINY --profile P.json --out DIR [--repeats 2] [--policy nightjar+]
+        --models TINY --profile P.json --out DIR [--repeats 2] [--policy fixed:2]
 
 ``TINY`` is a ``python -m nightjar.live.tiny`` folder; ``P.json`` a step-time model of
 that pair (a profile, ``nightjar profile --model TINY/target --draft TINY/draft``, or a
@@ -137,7 +137,9 @@ def main() -> None:
     parser.add_argument("--profile", required=True, help="step-time model of the pair")
     parser.add_argument("--out", type=Path, required=True, help="folder for the runs")
     parser.add_argument("--trace", type=Path, default=TRACE)
-    parser.add_argument("--policy", default="nightjar+")
+    # fixed:2 keeps speculating (it pays per step at the batch the resident pool admits);
+    # nightjar+ picks gamma 0 itself on this burst, so both rules then offload alike.
+    parser.add_argument("--policy", default="fixed:2")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--arms", default="joint,gamma0", help="comma list of " + ",".join(ARMS))
     parser.add_argument("--kv-cache-gb", type=float, default=KV_CACHE_GB)
