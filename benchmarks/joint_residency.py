@@ -1,7 +1,7 @@
 """The joint gamma/residency rule against the gamma-0-only offload, over seeds.
 
     python benchmarks/joint_residency.py [--profile P] [--policy nightjar+] [--seeds 5]
-                                         [TRACE ...]
+                                         [--low-water-blocks N] [--gamma-max G] [TRACE ...]
 
 Per trace, the same policy with the draft always resident (``offload off``), with
 the controller's original rule (offload only after the policy chose gamma 0:
@@ -35,6 +35,7 @@ METRICS: dict[str, Callable[[Summary, RunResult], float]] = {
     "preempt": lambda s, r: float(s.preemptions),
     "offloads": lambda s, r: r.extra.get("offloads", 0.0),
     "joint offl": lambda s, r: r.extra.get("capacity_offloads", 0.0),
+    "reloads": lambda s, r: r.extra.get("reloads", 0.0),
 }
 
 
@@ -44,13 +45,19 @@ def main() -> None:
     parser.add_argument("--profile", default=H100)
     parser.add_argument("--policy", default="nightjar+")
     parser.add_argument("--seeds", type=int, default=5)
+    # The default mark (150 blocks) suits GPU pools; a pool of tens of blocks (the live
+    # tiny pair's, benchmarks/joint_residency_live.py) needs a smaller one to reload.
+    parser.add_argument("--low-water-blocks", type=int, default=MemoryConfig().low_water_blocks)
+    parser.add_argument("--gamma-max", type=int, default=SimConfig().gamma_max)
     args = parser.parse_args()
     profile = load_profile(args.profile)
+    water = args.low_water_blocks
     arms: dict[str, tuple[str, SimConfig]] = {
         "offload off": (args.policy, SimConfig()),
-        "gamma0": (args.policy, SimConfig(
-            offload=True, memory=MemoryConfig(offload_on_capacity=False))),
-        "joint": (args.policy, SimConfig(offload=True)),
+        "gamma0": (args.policy, SimConfig(offload=True, memory=MemoryConfig(
+            low_water_blocks=water, offload_on_capacity=False))),
+        "joint": (args.policy, SimConfig(
+            offload=True, memory=MemoryConfig(low_water_blocks=water))),
         "nospec": ("nospec", SimConfig()),
     }
     print(f"{profile.name}, policy {args.policy}, seeds 0..{args.seeds - 1}, mean ± 95% CI")
@@ -62,7 +69,8 @@ def main() -> None:
             # As ``nightjar sim --seeds``: seed i re-draws the arrivals too.
             trace = load_trace(name, seed=base + seed)
             for arm, (policy, cfg) in arms.items():
-                r = simulate(trace, profile, policy, dataclasses.replace(cfg, seed=seed))
+                cfg = dataclasses.replace(cfg, seed=seed, gamma_max=args.gamma_max)
+                r = simulate(trace, profile, policy, cfg)
                 s = summarize(r)
                 for m, f in METRICS.items():
                     values[arm][m].append(f(s, r))
