@@ -27,7 +27,7 @@ import numpy as np
 from nightjar.csv_rows import csv_rows
 from nightjar.errors import NightjarInputError
 from nightjar.trace import Prompt, Trace
-from nightjar.trace_import import ImportReport, _explicit, estimate_tokens
+from nightjar.trace_import import ImportReport, TimeWindow, _explicit, estimate_tokens
 from nightjar.workloads import get_workload
 
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
@@ -106,36 +106,20 @@ def import_burstgpt_csv(
     ``[start_s, start_s + duration_s)`` after the first row's, re-based to 0."""
     get_workload(workload)
     path = Path(path)
-    end_s = math.inf if duration_s is None else start_s + duration_s
-    arrival: list[float] = []
-    prompt: list[int] = []
-    output: list[int] = []
-    skipped = 0
-    base: float | None = None
+    window = TimeWindow(start_s, duration_s, limit)
     for where, row in csv_rows(path, BURSTGPT_COLUMNS):
-        ts = _number(row["Timestamp"], "Timestamp", where)
-        base = ts if base is None else base
-        t = ts - base
-        if t < 0:
-            raise NightjarInputError(f"{where}: Timestamp is earlier than the first row")
+        t = window.rebase(_number(row["Timestamp"], "Timestamp", where), where, "Timestamp")
         req = _count(row["Request tokens"], "Request tokens", where)
         resp = _count(row["Response tokens"], "Response tokens", where)
         if model is not None and row.get("Model") != model:
             continue
-        if not start_s <= t < end_s:
-            continue
-        if req == 0 or resp == 0:
-            skipped += 1
-            continue
-        arrival.append(t - start_s)
-        prompt.append(req)
-        output.append(resp)
-        if limit is not None and len(arrival) >= limit:
+        if window.take(t, req, resp):
             break
-    trace = _explicit(name or path.stem, arrival, prompt, output, workload, None, path,
-                      f"Imported from BurstGPT trace {path.name}")
+    trace = _explicit(name or path.stem, window.arrival, window.prompt, window.output,
+                      workload, None, path, f"Imported from BurstGPT trace {path.name}")
+    skipped = window.zero
     reason = "zero request or response tokens (failed requests)" if skipped else ""
-    return trace, ImportReport(len(arrival), skipped, reason)
+    return trace, ImportReport(len(window.arrival), skipped, reason)
 
 
 def import_vllm_jsonl(

@@ -61,6 +61,46 @@ def _count(text: str, col: str, where: str) -> int:
     return v
 
 
+class TimeWindow:
+    """The rows of a time-stamped request log that a slice keeps: those whose time,
+    relative to the first row's, lies in ``[start_s, start_s + duration_s)``,
+    re-based so ``start_s`` is 0, and at most ``limit`` of them in file order. Rows
+    with zero prompt or output tokens cannot be served: they are counted in
+    ``zero`` and left out. A row earlier than the first is an input error, since
+    the base time would be ambiguous.
+    """
+
+    def __init__(self, start_s: float, duration_s: float | None, limit: int | None) -> None:
+        self.start_s = start_s
+        self.end_s = math.inf if duration_s is None else start_s + duration_s
+        self.limit = limit
+        self.base: float | None = None
+        self.arrival: list[float] = []
+        self.prompt: list[int] = []
+        self.output: list[int] = []
+        self.zero = 0
+
+    def rebase(self, ts: float, where: str, column: str) -> float:
+        """The row's time after the first row's."""
+        self.base = ts if self.base is None else self.base
+        t = ts - self.base
+        if t < 0:
+            raise NightjarInputError(f"{where}: {column} is earlier than the first row")
+        return t
+
+    def take(self, t: float, prompt: int, output: int) -> bool:
+        """Keep the row if the slice wants it; True once ``limit`` rows are kept."""
+        if not self.start_s <= t < self.end_s:
+            return False
+        if prompt == 0 or output == 0:
+            self.zero += 1
+            return False
+        self.arrival.append(t - self.start_s)
+        self.prompt.append(prompt)
+        self.output.append(output)
+        return self.limit is not None and len(self.arrival) >= self.limit
+
+
 def import_azure_csv(
     path: str | Path,
     *,
@@ -78,13 +118,9 @@ def import_azure_csv(
     """
     get_workload(workload)
     path = Path(path)
-    end_s = math.inf if duration_s is None else start_s + duration_s
-    arrival: list[float] = []
-    prompt: list[int] = []
-    output: list[int] = []
-    zero = non_finite = 0
+    window = TimeWindow(start_s, duration_s, limit)
+    non_finite = 0
     check_regular(path, f"{path}")
-    base: float | None = None
     for where, row in csv_rows(path, AZURE_COLUMNS):
         ts = _timestamp(row["TIMESTAMP"], where)
         ctx = _count(row["ContextTokens"], "ContextTokens", where)
@@ -92,30 +128,20 @@ def import_azure_csv(
         if not math.isfinite(ts):  # NaN or Inf: no arrival time, counted
             non_finite += 1
             continue
-        base = ts if base is None else base
-        t = ts - base
-        if t < 0:
-            raise NightjarInputError(f"{where}: TIMESTAMP is earlier than the first row")
-        if not start_s <= t < end_s:
-            continue
-        if ctx == 0 or gen == 0:
-            zero += 1
-            continue
-        arrival.append(t - start_s)
-        prompt.append(ctx)
-        output.append(gen)
-        if limit is not None and len(arrival) >= limit:
+        if window.take(window.rebase(ts, where, "TIMESTAMP"), ctx, gen):
             break
+    zero = window.zero
     reasons = [f"{n} {why}" for n, why in (
         (zero, "with zero ContextTokens or GeneratedTokens"),
         (non_finite, "with a NaN or infinite TIMESTAMP"),
     ) if n]
-    if not arrival and reasons:
+    if not window.arrival and reasons:
         why = "; ".join(reasons)
         raise NightjarInputError(f"{path}: no usable requests to import (skipped {why})")
-    trace = _explicit(name or path.stem, arrival, prompt, output, workload, None, path,
+    trace = _explicit(name or path.stem, window.arrival, window.prompt, window.output,
+                      workload, None, path,
                       f"Imported from Azure LLM inference trace {path.name}")
-    return trace, ImportReport(len(arrival), zero + non_finite, "; ".join(reasons))
+    return trace, ImportReport(len(window.arrival), zero + non_finite, "; ".join(reasons))
 
 
 def _explicit(name: str, arrival: list[float], prompt: list[int], output: list[int],
