@@ -6,12 +6,25 @@ times (ms) of every linear and element-wise op of one decoder layer, by token co
 and tensor-parallel degree.
 
     python benchmarks/fit_vidur.py --vidur /tmp/vidur/data/profiling/compute \
-        [--write-coefficients] [--write-extract] [--markdown]
+        [--extra MEASURED.csv ...] [--write-coefficients] [--write-extract] [--markdown] \
+        [--transfer]
 
 Without ``--vidur`` it fits the committed extract (``benchmarks/vidur/extract.csv``),
-which is what the tests check. ``--write-coefficients`` rewrites
-``nightjar/calibration/fitted.py``; ``--write-extract`` rewrites the extract;
-``--markdown`` prints docs/profiles.md's fitted-vs-measured tables.
+which is what the tests check. ``--extra`` adds measured rows in the extract's format
+(``gpu,model,tp,tokens,n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,op,
+measured_s``), e.g. another GPU's own op timings; a GPU Vidur did not measure takes its
+peak and bandwidth from the catalogue (``nightjar.hardware``) and gets its own fit.
+``--write-coefficients`` rewrites ``nightjar/calibration/fitted.py``;
+``--write-extract`` rewrites the extract (Vidur rows only); ``--markdown`` prints
+docs/profiles.md's fitted-vs-measured tables; ``--transfer`` prints the
+leave-one-GPU-out table: fitted on GPU X, X's coefficients predict GPU Y's rows, with
+X's ``gemm_tokens_half`` as it is (``borrowed``, the old rule), scaled by the ridge
+ratio (``ridge``, the roofline's rule, ``nightjar.calibration.fits``), or set to Y's
+ridge times the mean fraction of the ridge over the fitted GPUs other than Y
+(``pooled``); ``own`` rows (Y's own fit) are the floor. The extract's seven token counts pin
+``gemm_tokens_half`` loosely (a refit on it gives 38 / 72 / 88 tokens against 95 / 136 /
+197 on all rows), so ``--transfer --committed`` on the extract uses the committed
+coefficients: the table the tests bound.
 
 The fit: per GPU, the four GEMM coefficients (plateau efficiency, half-efficiency
 token count, weight-read bandwidth efficiency, launch) minimise the mean squared log
@@ -37,6 +50,8 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
+from nightjar.calibration.fits import ridge_scaled
+from nightjar.calibration.fitted import FITS
 from nightjar.calibration.ops import (
     ELEMENT_CLASSES,
     ElemFit,
@@ -44,6 +59,7 @@ from nightjar.calibration.ops import (
     elementwise_times_s,
     gemm_times_s,
 )
+from nightjar.hardware import GPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACT = ROOT / "benchmarks" / "vidur" / "extract.csv"
@@ -54,6 +70,8 @@ VIDUR_COMMIT = "7d47513"
 # A40 datasheet (149.7 TFLOP/s bf16 dense, 696 GB/s). If Vidur's cards were other
 # SKUs, the difference is absorbed into the fitted efficiencies.
 SPECS = {"a100": (312e12, 2.039e12), "h100": (989.4e12, 3.35e12), "a40": (149.7e12, 696e9)}
+COLUMNS = ("gpu", "model", "tp", "tokens", "n_head", "n_kv_head", "n_embd",
+           "n_expanded_embd", "use_gated_mlp", "op", "measured_s")
 GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 ELEMS = ("input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "add")
 SHAPE = ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp")
@@ -85,6 +103,44 @@ def load_vidur(root: Path) -> pd.DataFrame:
 
 def load_extract(path: Path = EXTRACT) -> pd.DataFrame:
     return pd.read_csv(path, comment="#")
+
+
+def gpu_spec(gpu: str) -> tuple[float, float]:
+    """Peak FLOP/s and bandwidth of a GPU in the data: Vidur's three, else the catalogue's."""
+    if gpu in SPECS:
+        return SPECS[gpu]
+    if gpu in GPUS:
+        return GPUS[gpu].peak_flops, GPUS[gpu].mem_bandwidth_bytes_per_s
+    known = ", ".join(sorted({*SPECS, *GPUS}))
+    raise SystemExit(f"gpu {gpu!r} has no peak FLOP/s and bandwidth (known: {known})")
+
+
+def ridge(gpu: str) -> float:
+    peak, bw = gpu_spec(gpu)
+    return peak / bw
+
+
+def load_measured(path: Path) -> pd.DataFrame:
+    """Extra measured rows in the extract's format, checked: one line and exit on bad input."""
+    try:
+        df = pd.read_csv(path, comment="#")
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--extra {path}: cannot read: {exc}") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise SystemExit(f"--extra {path}: missing columns {', '.join(missing)}")
+    unknown = sorted(set(df["op"]) - set(GEMMS) - set(ELEMS))
+    if unknown:
+        raise SystemExit(f"--extra {path}: unknown op {unknown[0]!r}")
+    df = df[list(COLUMNS)].copy()
+    df["gpu"] = df["gpu"].astype(str).str.lower()
+    bad = df["measured_s"].isna() | ~(df["measured_s"] > 0) | ~(df["tokens"] > 0)
+    if bad.any():
+        raise SystemExit(f"--extra {path}: {int(bad.sum())} rows without a positive time or "
+                         "token count")
+    for gpu in df["gpu"].unique():
+        gpu_spec(str(gpu))
+    return df
 
 
 def write_extract(df: pd.DataFrame, path: Path = EXTRACT) -> None:
@@ -132,7 +188,7 @@ def design(df: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def predict_design(d: dict[str, np.ndarray], fit: OpFit, gpu: str) -> np.ndarray:
-    peak, bw = SPECS[gpu]
+    peak, bw = gpu_spec(gpu)
     out = np.zeros(len(d["t"]))
     g = d["cls"] == "gemm"
     out[g] = gemm_times_s(fit, peak, bw, d["t"][g], d["k"][g], d["n"][g], DTYPE)
@@ -190,7 +246,7 @@ def fit_gpu(df: pd.DataFrame, gpu: str) -> OpFit:
     rows = df[df["gpu"] == gpu].reset_index(drop=True)
     d, w = design(rows), _weights(rows)
     y = np.log(rows["measured_s"].to_numpy(float))
-    peak, bw = SPECS[gpu]
+    peak, bw = gpu_spec(gpu)
     g = d["cls"] == "gemm"
 
     def gemm_loss(f: OpFit) -> float:
@@ -229,15 +285,24 @@ def summary(err: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_coefficients(fits: dict[str, OpFit], err: pd.DataFrame, path: Path = COEFFS) -> None:
+def write_coefficients(
+    fits: dict[str, OpFit],
+    err: pd.DataFrame,
+    path: Path = COEFFS,
+    extra: dict[str, list[str]] | None = None,
+) -> None:
+    """``extra``: GPU -> the measured files (``--extra``) its rows came from."""
     stats = summary(err)
     lines = [
         '"""Operator coefficients fitted by ``benchmarks/fit_vidur.py`` (generated; do not edit).',
         "",
         "Fitted to Microsoft Vidur's measured per-layer op times (MIT licence),",
         f"github.com/microsoft/vidur commit {VIDUR_COMMIT}, data/profiling/compute/<gpu>/*/mlp.csv",
-        "(six Llama-shaped models, TP 1-8, 1-4096 tokens). Median |error| per op row:",
+        "(six Llama-shaped models, TP 1-8, 1-4096 tokens).",
     ]
+    for gpu, files in sorted((extra or {}).items()):
+        lines.append(f"{gpu}: measured rows from {', '.join(files)} (not Vidur's).")
+    lines.append("Median |error| per op row:")
     for gpu, row in stats.iterrows():
         lines.append(
             f"{gpu} {row['50%']:.1%}, p90 {row['90%']:.1%} over {int(row['count'])} rows "
@@ -245,6 +310,14 @@ def write_coefficients(fits: dict[str, OpFit], err: pd.DataFrame, path: Path = C
         )
     lines += ['"""', "", "from nightjar.calibration.ops import ElemFit, OpFit", ""]
     lines += [f'VIDUR_COMMIT = "{VIDUR_COMMIT}"', ""]
+    lines += [
+        "# Peak dense bf16 FLOP/s and memory bandwidth (bytes/s) each table's efficiencies are",
+        "# fractions of; their ratio, the ridge point, scales a borrowed fit (fits.py).",
+        "FIT_SPECS: dict[str, tuple[float, float]] = {",
+        *(f'    "{g}": ({gpu_spec(g)[0]:.6g}, {gpu_spec(g)[1]:.6g}),' for g in sorted(fits)),
+        "}",
+        "",
+    ]
     lines.append("FITS: dict[str, OpFit] = {")
     for gpu, f in sorted(fits.items()):
         lines.append(f'    "{gpu}": OpFit(')
@@ -297,25 +370,111 @@ def markdown(err: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+VARIANTS = ("borrowed", "ridge", "pooled")
+
+
+def transferred(fits: dict[str, OpFit], src: str, dst: str, variant: str) -> OpFit:
+    """GPU ``src``'s fit as it prices GPU ``dst`` under one rule (see the docstring)."""
+    fit = fits[src]
+    if variant == "borrowed":
+        return fit
+    if variant == "ridge":
+        return ridge_scaled(fit, ridge(src), ridge(dst))
+    others = [f.gemm_tokens_half / ridge(g) for g, f in fits.items() if g != dst]
+    return replace(fit, gemm_tokens_half=float(np.mean(others)) * ridge(dst))
+
+
+def _stats(measured: np.ndarray, fitted: np.ndarray) -> tuple[float, float, float]:
+    """Median and p90 |error| per row, and the time-weighted error."""
+    e = np.abs(fitted / measured - 1.0)
+    weighted = float(np.abs(fitted - measured).sum() / measured.sum())
+    return float(np.median(e)), float(np.quantile(e, 0.9)), weighted
+
+
+def transfer_table(df: pd.DataFrame, fits: dict[str, OpFit]) -> pd.DataFrame:
+    """Leave-one-GPU-out: every fitted GPU X predicts every other GPU Y's rows under each
+    rule, plus Y's own fit. Errors for the GEMMs alone and for all ops."""
+    out = []
+    for dst in sorted(df["gpu"].unique()):
+        rows = df[df["gpu"] == dst].reset_index(drop=True)
+        d = design(rows)
+        y = rows["measured_s"].to_numpy(float)
+        g = d["cls"] == "gemm"
+        cases = [(dst, "own")] if dst in fits else []
+        cases += [(src, v) for src in sorted(fits) if src != dst for v in VARIANTS]
+        for src, variant in cases:
+            fit = fits[dst] if variant == "own" else transferred(fits, src, dst, variant)
+            pred = predict_design(d, fit, dst)
+            out.append({
+                "fit_on": src, "predict": dst, "variant": variant,
+                "ridge_ratio": ridge(dst) / ridge(src), "tokens_half": fit.gemm_tokens_half,
+                "rows": len(rows), "gemm_rows": int(g.sum()),
+                **dict(zip(("gemm_median", "gemm_p90", "gemm_weighted"),
+                           _stats(y[g], pred[g]), strict=True)),
+                **dict(zip(("all_median", "all_p90", "all_weighted"),
+                           _stats(y, pred), strict=True)),
+            })
+    return pd.DataFrame(out)
+
+
+def transfer_markdown(table: pd.DataFrame) -> str:
+    pct = ("gemm_median", "gemm_p90", "gemm_weighted", "all_median", "all_p90", "all_weighted")
+    out = ["| fit on | predict | ridge ratio | rule | tokens_half | GEMM median | GEMM p90 | "
+           "GEMM time-weighted | all median | all p90 | all time-weighted |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        cells = " | ".join(f"{r[k]:.1%}" for k in pct)
+        out.append(f"| {r['fit_on']} | {r['predict']} | {r['ridge_ratio']:.2f} | "
+                   f"{r['variant']} | {r['tokens_half']:.0f} | {cells} |")
+    pairs = table[table["variant"] != "own"]
+    if len(pairs):
+        out += ["", "| rule | pairs | " + " | ".join(f"mean {k.replace('_', ' ')}" for k in pct)
+                + " |", "|---|---|" + "---|" * len(pct)]
+        for variant in VARIANTS:
+            v = pairs[pairs["variant"] == variant]
+            out.append(f"| {variant} | {len(v)} | "
+                       + " | ".join(f"{v[k].mean():.1%}" for k in pct) + " |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vidur", type=Path, help="Vidur's data/profiling/compute directory")
     ap.add_argument("--write-coefficients", action="store_true")
     ap.add_argument("--write-extract", action="store_true")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--extra", type=Path, action="append", default=[], metavar="CSV",
+                    help="more measured rows in the extract's format (repeatable)")
+    ap.add_argument("--transfer", action="store_true",
+                    help="print the leave-one-GPU-out table (borrowed vs ridge-scaled)")
+    ap.add_argument("--committed", action="store_true",
+                    help="with --transfer: the package's committed coefficients (fitted to "
+                    "all of Vidur's rows) for the GPUs that have them, not a refit")
     args = ap.parse_args(argv)
-    df = load_vidur(args.vidur) if args.vidur else load_extract()
+    vidur = load_vidur(args.vidur) if args.vidur else load_extract()
+    extra_files: dict[str, list[str]] = {}
+    frames = [vidur]
+    for path in args.extra:
+        more = load_measured(path)
+        for gpu in sorted(more["gpu"].unique()):
+            extra_files.setdefault(str(gpu), []).append(path.name)
+        frames.append(more)
+    df = pd.concat(frames, ignore_index=True) if args.extra else vidur
+    df = df.drop_duplicates(["gpu", "model", "tokens", "tp", "op"], keep="last")
+    df = df.reset_index(drop=True)
     fits = {gpu: fit_gpu(df, gpu) for gpu in sorted(df["gpu"].unique())}
     err = errors(df, fits)
     for gpu, f in fits.items():
         print(gpu, f)
     print(summary(err).to_string(float_format=lambda x: f"{x:.3f}"))
     if args.write_extract:
-        write_extract(df)
+        write_extract(vidur)
     if args.write_coefficients:
-        write_coefficients(fits, err)
+        write_coefficients(fits, err, extra=extra_files)
     if args.markdown:
         print(markdown(errors(load_extract() if args.write_extract else df, fits)))
+    if args.transfer:
+        print(transfer_markdown(transfer_table(df, {**fits, **FITS} if args.committed else fits)))
     return 0
 
 

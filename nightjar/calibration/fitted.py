@@ -2,7 +2,8 @@
 
 Fitted to Microsoft Vidur's measured per-layer op times (MIT licence),
 github.com/microsoft/vidur commit 7d47513, data/profiling/compute/<gpu>/*/mlp.csv
-(six Llama-shaped models, TP 1-8, 1-4096 tokens). Median |error| per op row:
+(six Llama-shaped models, TP 1-8, 1-4096 tokens).
+Median |error| per op row:
 a100 8.4%, p90 25.2% over 79092 rows (time-weighted 4.1%).
 a40 8.8%, p90 22.5% over 46620 rows (time-weighted 6.7%).
 h100 10.3%, p90 27.8% over 46620 rows (time-weighted 7.2%).
@@ -11,6 +12,14 @@ h100 10.3%, p90 27.8% over 46620 rows (time-weighted 7.2%).
 from nightjar.calibration.ops import ElemFit, OpFit
 
 VIDUR_COMMIT = "7d47513"
+
+# Peak dense bf16 FLOP/s and memory bandwidth (bytes/s) each table's efficiencies are
+# fractions of; their ratio, the ridge point, scales a borrowed fit (fits.py).
+FIT_SPECS: dict[str, tuple[float, float]] = {
+    "a100": (3.12e+14, 2.039e+12),
+    "a40": (1.497e+14, 6.96e+11),
+    "h100": (9.894e+14, 3.35e+12),
+}
 
 FITS: dict[str, OpFit] = {
     "a100": OpFit(
