@@ -288,10 +288,11 @@ def summary(err: pd.DataFrame) -> pd.DataFrame:
 def write_coefficients(
     fits: dict[str, OpFit],
     err: pd.DataFrame,
-    path: Path = COEFFS,
+    path: Path | None = None,
     extra: dict[str, list[str]] | None = None,
 ) -> None:
     """``extra``: GPU -> the measured files (``--extra``) its rows came from."""
+    path = path or COEFFS
     stats = summary(err)
     lines = [
         '"""Operator coefficients fitted by ``benchmarks/fit_vidur.py`` (generated; do not edit).',

@@ -3,19 +3,21 @@
 Vidur measured A100, H100 and A40. A GPU without its own table takes the nearest
 measured one by architecture and memory type. The efficiencies are fractions of each
 GPU's own peak FLOP/s and bandwidth, so they carry over as they are; the GEMM
-half-efficiency token count ``gemm_tokens_half`` does not. Below it a GEMM's compute
-term grows like ``2 k n tokens_half / (peak eff_max)``, a weight-read-like cost, and
-the fit places it just under the true weight read, ``2 k n / (bandwidth mem_eff)``:
-the three fitted GPUs have ``tokens_half`` at 0.62-0.67 of their ridge point
-(peak / bandwidth in FLOP per byte: A100 95 of 153, A40 136 of 215, H100 197 of 295).
-A borrowed ``tokens_half`` in tokens keeps the lender's ridge: on a GPU with less
-compute per byte (an H20-like card: 148 TFLOP/s, 4 TB/s, ridge 37) the compute term
-then overtakes the weight read even at one token, and a B = 1 decode of an 8B model
-costs 28.6 ms where reading its weights takes about 4.5 ms. So a borrowed fit's
-``tokens_half`` is scaled by the ratio of the two ridge points, which keeps it the
-same fraction of the ridge. Leave-one-GPU-out on Vidur's tables
-(``benchmarks/fit_vidur.py --transfer``, docs/profiles.md) measures both rules; a
-GPU's own fit is used unscaled (ratio 1).
+half-efficiency token count ``gemm_tokens_half`` does not. Well below it a GEMM's
+compute term is about ``2 k n tokens_half / (peak eff_max)``, a cost that does not
+shrink with the token count, and the fit places it under the weight read,
+``2 k n / (bandwidth mem_eff)`` (at 0.6-0.8 of it): the three fitted GPUs have
+``tokens_half`` at 0.62-0.67 of their ridge point (peak / bandwidth in FLOP per byte:
+A100 95 of 153, A40 136 of 215, H100 197 of 295). A borrowed ``tokens_half`` in
+tokens keeps the lender's ridge: on a GPU with less compute per byte the compute term
+overtakes the weight read even at one token (H200 from H100: 1.13x; an H20-like card,
+148 TFLOP/s and 4 TB/s, ridge 37: 6x, so a B = 1 step of an 8B model cost 28.6 ms
+where reading its weights takes 4.5 ms). So a borrowed fit's ``tokens_half`` is scaled
+by the ratio of the two ridge points, which keeps it the same fraction of the ridge.
+Leave-one-GPU-out on Vidur's tables (``benchmarks/fit_vidur.py --transfer``,
+docs/profiles.md): the scaled rule removes the over-pricing of small GEMMs when a fit
+moves to a lower-ridge GPU (H100 -> A100 GEMM p90 29.7% -> 14.8%) and is within two
+points of borrowing in the other direction. A GPU's own fit is used unscaled.
 """
 
 from __future__ import annotations
