@@ -161,7 +161,7 @@ def test_extra_csv_adds_a_transfer_row_and_its_own_fit(
         ("gpu,model,tp,tokens,n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,op,"
          "measured_s\ntpu,m,1,1,32,8,4096,14336,True,attn_pre_proj,1e-5\n", "no peak FLOP/s"),
         ("gpu,model,tp,tokens,n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,op,"
-         "measured_s\nh200,m,1,1,32,8,4096,14336,True,attention,1e-5\n", "unknown op"),
+         "measured_s\nh200,m,1,1,32,8,4096,14336,True,attention,1e-5\n", "no rows of the ops"),
     ],
 )
 def test_bad_extra_csv_is_one_line(tmp_path: Path, text: str, message: str) -> None:
@@ -170,6 +170,19 @@ def test_bad_extra_csv_is_one_line(tmp_path: Path, text: str, message: str) -> N
     path.write_text(text, encoding="utf-8")
     with pytest.raises(SystemExit, match=message):
         fv.load_measured(path)
+
+
+def test_extra_csv_leaves_out_ops_it_does_not_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fv = _fit_script()
+    path = tmp_path / "mixed.csv"
+    head = ",".join(fv.COLUMNS)
+    path.write_text(f"{head}\nh200,m,1,4,32,8,4096,14336,1,attention,2e-5\n"
+                    "h200,m,1,4,32,8,4096,14336,1,mlp_up_proj,3e-5\n", encoding="utf-8")
+    rows = fv.load_measured(path)
+    assert list(rows["op"]) == ["mlp_up_proj"] and bool(rows["use_gated_mlp"].iloc[0])
+    assert "leaving out ops attention" in capsys.readouterr().err
 
 
 def test_transfer_rows_cover_every_ordered_pair() -> None:
