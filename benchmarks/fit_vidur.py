@@ -50,7 +50,7 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
-from nightjar.calibration.fits import ridge_scaled
+from nightjar.calibration.fits import DEFAULT_FIT, FIT_FOR_GPU, ridge_scaled
 from nightjar.calibration.fitted import FITS
 from nightjar.calibration.ops import (
     ELEMENT_CLASSES,
@@ -249,12 +249,16 @@ def _search(loss: Callable[[T], float], fit: T, bounds: dict[str, tuple[float, f
     return fit
 
 
-def fit_gpu(df: pd.DataFrame, gpu: str) -> OpFit:
+def fit_gpu(df: pd.DataFrame, gpu: str, fallback: OpFit | None = None) -> OpFit:
+    """``fallback``: where an element-wise class without rows takes its coefficients
+    from (extra measured files may hold only some ops); without one that is an error."""
     rows = df[df["gpu"] == gpu].reset_index(drop=True)
     d, w = design(rows), _weights(rows)
     y = np.log(rows["measured_s"].to_numpy(float))
     peak, bw = gpu_spec(gpu)
     g = d["cls"] == "gemm"
+    if not g.any():
+        raise SystemExit(f"{gpu}: no GEMM rows ({', '.join(GEMMS)}) to fit")
 
     def gemm_loss(f: OpFit) -> float:
         pred = gemm_times_s(f, peak, bw, d["t"][g], d["k"][g], d["n"][g], DTYPE)
@@ -264,6 +268,11 @@ def fit_gpu(df: pd.DataFrame, gpu: str) -> OpFit:
     elem: dict[str, ElemFit] = {}
     for kind in ELEMENT_CLASSES:
         m = d["cls"] == kind
+        if not m.any():
+            if fallback is None:
+                raise SystemExit(f"{gpu}: no {kind} rows and no fit to take them from")
+            elem[kind] = fallback.elem[kind]
+            continue
 
         def elem_loss(e: ElemFit, m: np.ndarray = m) -> float:
             pred = elementwise_times_s(e, bw, d["nbytes"][m])
@@ -271,6 +280,24 @@ def fit_gpu(df: pd.DataFrame, gpu: str) -> OpFit:
 
         elem[kind] = _search(elem_loss, ELEM_START, ELEM_BOUNDS)
     return replace(fit, elem=elem)
+
+
+def fit_all(df: pd.DataFrame) -> tuple[dict[str, OpFit], dict[str, str]]:
+    """Every GPU's fit, and for each GPU whose rows lack some element-wise class, a note
+    naming the classes taken from the fit it would otherwise borrow (fits.py)."""
+    present = df.assign(cls=design(df)["cls"]).groupby("gpu")["cls"].agg(set)
+    complete = [g for g in sorted(present.index) if set(ELEMENT_CLASSES) <= present[g]]
+    fits = {str(g): fit_gpu(df, str(g)) for g in complete}
+    notes: dict[str, str] = {}
+    for gpu in sorted(set(present.index) - set(complete)):
+        lender = FIT_FOR_GPU.get(str(gpu), DEFAULT_FIT)
+        if lender not in fits:
+            raise SystemExit(f"{gpu}: some element-wise ops have no rows, and no {lender} "
+                             "rows to take them from")
+        fits[str(gpu)] = fit_gpu(df, str(gpu), fallback=fits[lender])
+        missing = [k for k in ELEMENT_CLASSES if k not in present[gpu]]
+        notes[str(gpu)] = f"{', '.join(missing)} coefficients taken from {lender} (no rows)"
+    return dict(sorted(fits.items())), notes
 
 
 def errors(df: pd.DataFrame, fits: dict[str, OpFit]) -> pd.DataFrame:
@@ -297,8 +324,10 @@ def write_coefficients(
     err: pd.DataFrame,
     path: Path | None = None,
     extra: dict[str, list[str]] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> None:
-    """``extra``: GPU -> the measured files (``--extra``) its rows came from."""
+    """``extra``: GPU -> the measured files (``--extra``) its rows came from; ``notes``:
+    GPU -> what of its fit was not fitted to its own rows (``fit_all``)."""
     path = path or COEFFS
     stats = summary(err)
     lines = [
@@ -310,6 +339,8 @@ def write_coefficients(
     ]
     for gpu, files in sorted((extra or {}).items()):
         lines.append(f"{gpu}: measured rows from {', '.join(files)} (not Vidur's).")
+    for gpu, note in sorted((notes or {}).items()):
+        lines.append(f"{gpu}: {note}.")
     lines.append("Median |error| per op row:")
     for gpu, row in stats.iterrows():
         lines.append(
@@ -470,7 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.concat(frames, ignore_index=True) if args.extra else vidur
     df = df.drop_duplicates(["gpu", "model", "tokens", "tp", "op"], keep="last")
     df = df.reset_index(drop=True)
-    fits = {gpu: fit_gpu(df, gpu) for gpu in sorted(df["gpu"].unique())}
+    fits, notes = fit_all(df)
+    for gpu, note in notes.items():
+        print(f"{gpu}: {note}", file=sys.stderr)
     err = errors(df, fits)
     for gpu, f in fits.items():
         print(gpu, f)
@@ -478,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_extract:
         write_extract(vidur)
     if args.write_coefficients:
-        write_coefficients(fits, err, extra=extra_files)
+        write_coefficients(fits, err, extra=extra_files, notes=notes)
     if args.markdown:
         print(markdown(errors(load_extract() if args.write_extract else df, fits)))
     if args.transfer:

@@ -152,6 +152,23 @@ def test_extra_csv_adds_a_transfer_row_and_its_own_fit(
     assert fit_for("h200", get_gpu("h200")) == written["h200"]
 
 
+def test_missing_element_classes_come_from_the_lender(tmp_path: Path) -> None:
+    """An extra file with GEMMs and adds only (SYNTHETIC rows, as above): the fit takes
+    norm, rope and act from the GPU it would otherwise borrow (h200 -> h100)."""
+    fv = _fit_script()
+    csv = tmp_path / "h200_ops.csv"
+    _synthetic_h200(fv, csv)
+    extra = fv.load_measured(csv)
+    extra = extra[extra["op"].isin([*fv.GEMMS, "add"])]
+    df = fv.pd.concat([fv.load_extract(), extra], ignore_index=True)
+    fits, notes = fv.fit_all(df)
+    assert notes == {"h200": "norm, rope, act coefficients taken from h100 (no rows)"}
+    assert all(fits["h200"].elem[k] == fits["h100"].elem[k] for k in ("norm", "rope", "act"))
+    assert fits["h200"].elem["add"] != fits["h100"].elem["add"]
+    with pytest.raises(SystemExit, match="no GEMM rows"):
+        fv.fit_gpu(extra[extra["op"] == "add"], "h200", fallback=fits["h100"])
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
