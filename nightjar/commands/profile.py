@@ -381,8 +381,10 @@ def _show_overheads(console: Any, roof: Any, notes: Any = None) -> None:
     if not isinstance(roof, dict) or "forward_overhead_s" not in roof:
         return  # a measured profile, or one made before the calibrated roofline
     mode = str(roof.get("execution", "graph"))
+    fit = str(roof.get("op_fit", "?"))
+    whose = "Vidur's " if fit in ("a100", "a40", "h100") else "measured "
     console.print(
-        f"roofline: kernels fitted to Vidur's {str(roof.get('op_fit', '?')).upper()} op "
+        f"roofline: kernels fitted to {whose}{fit.upper()} op "
         f"tables, {mode} execution, verify attention {roof.get('verify_attention', '?')}"
     )
     # A borrowed fit's GEMM half-efficiency token count, scaled by the ridge point.
