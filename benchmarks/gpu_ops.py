@@ -1,6 +1,6 @@
 """Time one decoder layer's GEMMs and residual add on this GPU, in Vidur's extract format.
 
-    python benchmarks/gpu_ops.py --out h200_ops.csv [--gpu-name h200] [--quick]
+    python benchmarks/gpu_ops.py --out h200_ops.csv [--gpu-name h200] [--timing graph|events]
 
 For every model shape of ``benchmarks/vidur/extract.csv`` (Llama-2-7B ... Qwen-72B), TP
 degree 1 and 2 (one rank's shard) and token counts 1..4096, it times the four
@@ -11,7 +11,9 @@ copies to exceed twice the L2 cache, so no repetition reads weights from L2. Row
 are written in the extract's columns with ``gpu`` = ``--gpu-name``, so
 ``benchmarks/fit_vidur.py`` can fit or test them like Vidur's. Norms, rotary and the
 activation are not timed: plain PyTorch runs them as several unfused kernels, where
-Vidur's tables time fused ones.
+Vidur's tables time fused ones. ``--timing events`` times each launch alone between
+two CUDA events instead (as Vidur's timer does), to tell a timing-method difference
+from the GPU's own behaviour.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ EXTRACT = ROOT / "benchmarks" / "vidur" / "extract.csv"
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 SHAPE = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp"]
 REPS = 10
+TIMING = "graph"  # or "events" (--timing)
 L2_MARGIN = 2 * 64 << 20  # bytes the rotating copies must exceed (H100/H200: 50/60 MB L2)
 
 
@@ -47,12 +50,34 @@ def gemm_shapes(row: pd.Series, tp: int) -> dict[str, tuple[int, int]]:
     }
 
 
+def time_each(launch: list, device: torch.device) -> float:  # type: ignore[type-arg]
+    """Median seconds of single eager launches, each between its own two CUDA events.
+
+    Closer to how Vidur timed its tables (a CUDA-event timer around each op): a short
+    kernel then also carries the gap until the host enqueues it.
+    """
+    for fn in launch[:3]:
+        fn()
+    torch.cuda.synchronize(device)
+    times = []
+    for fn in launch:
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3)
+    return statistics.median(times)
+
+
 def time_launches(launch: list, device: torch.device) -> float:  # type: ignore[type-arg]
     """Median seconds per launch of the callables in ``launch``, run back to back."""
     def run() -> None:
         for fn in launch:
             fn()
 
+    if TIMING == "events" and device.type == "cuda":
+        return time_each(launch, device)
     if device.type != "cuda":
         run()
         start = time.perf_counter()
@@ -104,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-name", default="h200", help="the gpu column's value")
     ap.add_argument("--quick", action="store_true", help="two models, few token counts")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--timing", choices=("graph", "events"), default="graph",
+                    help="graph: CUDA-graph replays (default); events: each launch alone")
     args = ap.parse_args(argv)
+    global TIMING
+    TIMING = args.timing
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if device.type == "cuda":
@@ -134,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     header = (
         f"# Measured by benchmarks/gpu_ops.py on {name}, torch {torch.__version__}, "
-        f"CUDA {torch.version.cuda}: median GPU time per launch over CUDA-graph replays of "
-        f"{REPS} launches; {'bf16' if dtype == torch.bfloat16 else 'fp32'}.\n"
+        f"CUDA {torch.version.cuda}: median GPU time per launch, "
+        + (f"CUDA-graph replays of {REPS} launches" if TIMING == "graph"
+           else f"{REPS} eager launches each between two CUDA events")
+        + f"; {'bf16' if dtype == torch.bfloat16 else 'fp32'}.\n"
     )
     args.out.write_text(header + out.to_csv(index=False, float_format="%.6g"), encoding="utf-8")
     print(f"{len(out)} rows -> {args.out} in {time.perf_counter() - start:.0f} s")
