@@ -70,6 +70,8 @@ class NightjarSchedulerMixin:
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
         latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
+        # Counts the policy's and driver's lookups priced at the profile's edge.
+        self.nj_clamped = latency if isinstance(latency, Clamped) else None
         if isinstance(latency, Clamped) and self.nj.draft_kv == "sync":
             # vLLM runs the draft on every K = 0 step; the profile's gamma-0 row does not.
             latency = SyncedDraftLatency(latency)
@@ -185,6 +187,8 @@ class NightjarSchedulerMixin:
         if self._nj_opt_out:
             withhold_opted_out(sched.running)
         plan = driver.plan(ctx, self.nj_residency.next_step())
+        if self.nj_clamped is not None:
+            self.nj_clamped.end_step()
         message = self.nj_residency.carry_out(plan.action, now)
         gamma = plan.gamma
         sched.dynamic_sd_lookup = [gamma] * self._nj_lookup_len
@@ -252,7 +256,10 @@ class NightjarSchedulerMixin:
         return result
 
     def shutdown(self) -> None:
-        self.nj_log.write("summary", **self.nj_driver.controller.summary(time.monotonic()))
+        grid = self.nj_clamped.summary() if self.nj_clamped is not None else {}
+        self.nj_log.write(
+            "summary", **self.nj_driver.controller.summary(time.monotonic()), **grid
+        )
         self.nj_log.close()
         self.nj_state.flush()
         super().shutdown()  # type: ignore[misc]
