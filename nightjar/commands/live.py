@@ -445,6 +445,8 @@ def _replay_all(
         slo=slo_from_args(args),
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
+    for line in off_grid_lines(results):
+        console.print(line)
     write_all(
         result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
         fmt=args.format,
@@ -466,6 +468,21 @@ def _write_step_tables(result_set: Any, out: Path) -> None:
         except NightjarInputError:
             continue  # e.g. a run that never changed gamma has no per-gamma table
         (out / run.slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
+
+
+def off_grid_lines(results: list[Any]) -> list[str]:
+    """One line per live run whose policy looked the profile up off its grid (the
+    summary's ``off_grid_lookups``, from ``Clamped``): those were priced at the edge."""
+    lines = []
+    for r in results:
+        lookups = int(r.extra.get("off_grid_lookups", 0.0))
+        if lookups:
+            steps = int(r.extra.get("off_grid_steps", 0.0))
+            lines.append(
+                f"{r.policy}: {lookups} profile lookups in {steps} steps lay outside the "
+                "profile's table and were priced at its edge (off_grid_lookups)"
+            )
+    return lines
 
 
 def _head(trace: Any, n: int) -> Any:
