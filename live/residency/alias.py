@@ -113,8 +113,9 @@ def plan_slots(
     Largest first; a tensor goes whole into the first chunk where it fits. One that
     fits in none is split by rows (dim 0, ``row_bytes[i]`` bytes each; 0 means it
     cannot be split) over the chunks' free space in chunk order, each piece a
-    multiple of :data:`PIECE_ROWS` rows (the last one: what is left). Every slot starts ``align``-aligned. Returns the slots of each
-    tensor (one for a whole tensor, rows ascending for a split one). Raises
+    multiple of :data:`PIECE_ROWS` rows (the last one: what is left). Every slot
+    starts ``align``-aligned. Returns the slots of each tensor (one for a whole
+    tensor, rows ascending for a split one). Raises
     ``ValueError`` when they do not fit (:func:`blocks_needed` sizes the region).
     """
     rows_of = list(row_bytes) if row_bytes is not None else [0] * len(sizes)
@@ -152,6 +153,32 @@ def _split(
     raise ValueError(f"a {size}-byte tensor fits in no region chunk, even split by rows")
 
 
+# How far above the bytes' share the region may grow to split only the tensors that
+# must be split (larger than a whole chunk) rather than also some layer's linears.
+SPLIT_SLACK = 0.05
+
+
+def plan_region(
+    sizes: Sequence[int],
+    capacity: Sequence[int],
+    align: int,
+    row_bytes: Sequence[int] | None = None,
+) -> list[tuple[Slot, ...]]:
+    """:func:`plan_slots`, splitting as few tensors as it can.
+
+    First only the tensors larger than every chunk may be split (the embedding and
+    LM head of a large vocabulary); if that does not fit, every tensor with
+    ``row_bytes`` may be. Fewer split tensors means fewer chunked paths at run time.
+    """
+    rows = list(row_bytes) if row_bytes is not None else [0] * len(sizes)
+    most = max(capacity, default=0)
+    must = [r if s > most else 0 for s, r in zip(sizes, rows, strict=True)]
+    try:
+        return plan_slots(sizes, capacity, align, must)
+    except ValueError:
+        return plan_slots(sizes, capacity, align, rows)
+
+
 def blocks_needed(
     sizes: Sequence[int],
     block_bytes: Sequence[int],
@@ -161,17 +188,29 @@ def blocks_needed(
     """The fewest region blocks (per layer) that hold tensors of ``sizes`` bytes.
 
     ``block_bytes``: one block's bytes in each layer; ``row_bytes`` as in
-    :func:`plan_slots`. At least the bytes' share; a little more for alignment and
-    the partial rows left at chunk ends, much more when a tensor larger than one
-    layer's chunk may not be split.
+    :func:`plan_slots`. Splitting only the tensors larger than a chunk when that
+    costs at most :data:`SPLIT_SLACK` over the bytes' share, else splitting more
+    (:func:`plan_region` makes the same choice for the returned size). Without
+    ``row_bytes`` (whole tensors only) the region can be many times the bytes.
     """
-    n = max(1, -(-sum(sizes) // sum(block_bytes)))
-    while True:
+    share = max(1, -(-sum(sizes) // sum(block_bytes)))
+    rows = list(row_bytes) if row_bytes is not None else [0] * len(sizes)
+
+    def fits(n: int, allowed: Sequence[int]) -> bool:
         try:
-            plan_slots(sizes, [n * b for b in block_bytes], align, row_bytes)
-            return n
+            plan_slots(sizes, [n * b for b in block_bytes], align, allowed)
+            return True
         except ValueError:
-            n += 1
+            return False
+
+    for n in range(share, int(share * (1 + SPLIT_SLACK)) + 1):
+        most = n * max(block_bytes)
+        if fits(n, [r if s > most else 0 for s, r in zip(sizes, rows, strict=True)]):
+            return n
+    n = share
+    while not fits(n, rows):
+        n += 1
+    return n
 
 
 def splittable_rows(t: torch.Tensor) -> int:
@@ -206,7 +245,7 @@ class AliasedParking:
         owners = chunked_owners(module) if split else {}
         sizes = [p.numel() * p.element_size() for _, p in self._params]
         rows = [splittable_rows(p) if id(p) in owners else 0 for _, p in self._params]
-        planned = plan_slots(sizes, [c.numel() for c in self._chunks], align, rows)
+        planned = plan_region(sizes, [c.numel() for c in self._chunks], align, rows)
         self._slots = dict(zip((n for n, _ in self._params), planned, strict=True))
         self._shapes = {n: (p.shape, p.dtype) for n, p in self._params}
         self._names = {id(p): n for n, p in self._params}
