@@ -165,7 +165,7 @@ def test_split_pieces_recombine_bit_exactly() -> None:
 
 
 def test_split_cycles_are_bit_exact_and_a_corrupted_piece_is_caught() -> None:
-    buffer, caches, draft, parking, want = _setup(BIG)
+    buffer, _, draft, parking, want = _setup(BIG)
     gen = torch.Generator().manual_seed(2)
     total = sum(p.numel() * 4 for p in draft.parameters()) + BIG * 64 * 4  # embed is empty
     assert parking.resident_bytes == total
@@ -179,7 +179,7 @@ def test_split_cycles_are_bit_exact_and_a_corrupted_piece_is_caught() -> None:
     # One element of the last piece (another layer's chunk) changes while resident.
     _, last = parking.pieces(draft.embed.weight)[-1]
     last[-1, -1] += 1.0
-    with pytest.raises(WeightCorruption, match="embed.weight changed while resident"):
+    with pytest.raises(WeightCorruption, match=r"embed\.weight changed while resident"):
         parking.park()
     with pytest.raises(WeightCorruption, match="on its way back"):
         parking.restore()
