@@ -32,9 +32,9 @@ LAYERS, BLOCKS, HEADS, BLOCK, HEAD = 5, 64, 2, 16, 32
 BLOCK_BYTES = HEADS * BLOCK * 2 * HEAD * 4  # one layer's block, float32
 
 
-def kv_caches(blocks: int = BLOCKS) -> tuple[Any, list[Any]]:
+def kv_caches(blocks: int = BLOCKS, device: str = "cpu") -> tuple[Any, list[Any]]:
     per_layer = blocks * BLOCK_BYTES
-    buffer = torch.zeros(LAYERS * per_layer, dtype=torch.int8)
+    buffer = torch.zeros(LAYERS * per_layer, dtype=torch.int8, device=device)
     shape = (blocks, HEADS, BLOCK, 2 * HEAD)
     stride = (HEADS * BLOCK * 2 * HEAD, BLOCK * 2 * HEAD, 2 * HEAD, 1)
     caches = [
@@ -69,11 +69,13 @@ def _needed(draft: Draft) -> int:
     return blocks_needed(sizes, [BLOCK_BYTES] * LAYERS, 64, rows)
 
 
-def _setup(vocab: int = 512) -> tuple[Any, list[Any], Draft, AliasedParking, Any]:
-    buffer, caches = kv_caches()
-    draft = Draft(vocab)
+def _setup(
+    vocab: int = 512, device: str = "cpu"
+) -> tuple[Any, list[Any], Draft, AliasedParking, Any]:
+    buffer, caches = kv_caches(device=device)
+    draft = Draft(vocab).to(device)
     n = _needed(draft)
-    ids = torch.arange(0, vocab, 7)
+    ids = torch.arange(0, vocab, 7, device=device)
     with torch.no_grad():
         want = draft(ids)
     parking = AliasedParking(draft, caches, range(BLOCKS - n, BLOCKS))
@@ -186,6 +188,36 @@ def test_split_cycles_are_bit_exact_and_a_corrupted_piece_is_caught() -> None:
     assert parking.parked
     with pytest.raises(RuntimeError, match="parked"):
         parking.pieces(draft.embed.weight)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_split_weights_on_cuda_are_exact_checked_and_capturable() -> None:
+    """On CUDA (weights used in place): pinned parking, device checksums, graph capture."""
+    buffer, _, draft, parking, want = _setup(BIG, "cuda")
+    ids = BIG_IDS.cuda()
+    assert parking.split_names == ["embed.weight"] and parking.inside_region()
+    with torch.no_grad():
+        assert torch.equal(draft(ids), want)
+        for _ in range(2):
+            parking.park()
+            assert next(iter(parking._host.values())).is_pinned()
+            buffer.random_(-128, 128)
+            parking.restore()
+            assert torch.equal(draft(ids), want)
+        # The chunked paths have static shapes: a CUDA graph replays them.
+        static = ids.clone()
+        draft(static)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = draft(static)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want)
+    _, last = parking.pieces(draft.embed.weight)[-1]
+    last[0, 0] += 1.0
+    with pytest.raises(WeightCorruption, match="while resident"):
+        parking.park()
 
 
 def test_a_block_overwritten_while_resident_is_caught_at_offload_and_never_served() -> None:
