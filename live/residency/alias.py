@@ -251,6 +251,7 @@ class AliasedParking:
         self._names = {id(p): n for n, p in self._params}
         self._host: dict[str, torch.Tensor] = {}
         self._views: dict[str, list[tuple[int, torch.Tensor]]] = {}
+        self._firsts: dict[str, torch.Tensor] = {}
         with torch.no_grad():
             for name, p in self._params:
                 self._views[name] = self._place(name)
@@ -291,6 +292,15 @@ class AliasedParking:
         if self.parked:
             raise RuntimeError("nightjar: the aliased draft is parked; it cannot run")
         return self._views[self._names[id(p)]]
+
+    def firsts(self, p: torch.Tensor) -> torch.Tensor:
+        """The first rows of ``p``'s pieces, as a tensor on its device (made once)."""
+        name = self._names[id(p)]
+        if name not in self._firsts:
+            views = self._views[name]
+            rows = [r for r, _ in views]
+            self._firsts[name] = torch.tensor(rows, dtype=torch.int64, device=views[0][1].device)
+        return self._firsts[name]
 
     @property
     def split_names(self) -> list[str]:
@@ -376,25 +386,33 @@ class AliasedParking:
 
 
 def chunked_embedding(
-    ids: torch.Tensor, pieces: Sequence[tuple[int, torch.Tensor]]
+    ids: torch.Tensor,
+    pieces: Sequence[tuple[int, torch.Tensor]],
+    firsts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``F.embedding(ids, W)`` for ``W`` given as row pieces; bitwise equal to it.
 
-    One lookup per piece with clamped ids and a select (no data-dependent shapes,
-    so it can be captured in a CUDA graph); each output row is copied from exactly
-    one piece.
+    One clamped lookup per piece, stacked, then each id takes the row of the piece
+    that holds it (a gather): about ``len(pieces) + 8`` kernels, none with a
+    data-dependent shape, so it can be captured in a CUDA graph. ``firsts``: the
+    pieces' first rows as an int64 tensor on ``ids``' device (:class:`AliasedParking`
+    keeps one; built here when not given, which a graph capture must not do).
     """
-    out: torch.Tensor | None = None
-    for first, w in pieces:
-        local = ids - first
-        rows = torch.nn.functional.embedding(local.clamp(0, w.shape[0] - 1), w)
-        if out is None:
-            out = rows
-        else:
-            inside = (local >= 0) & (local < w.shape[0])
-            out = torch.where(inside.unsqueeze(-1), rows, out)
-    assert out is not None
-    return out
+    if len(pieces) == 1:
+        return torch.nn.functional.embedding(ids, pieces[0][1])
+    if firsts is None:
+        firsts = torch.tensor([f for f, _ in pieces], dtype=torch.int64, device=ids.device)
+    flat = ids.reshape(-1)
+    local = flat.unsqueeze(0) - firsts.unsqueeze(1)  # [pieces, tokens]
+    which = (local >= 0).sum(0) - 1  # the last piece starting at or before the id
+    rows = torch.stack(
+        [
+            torch.nn.functional.embedding(local[i].clamp(0, w.shape[0] - 1), w)
+            for i, (_, w) in enumerate(pieces)
+        ]
+    )
+    index = which.view(1, -1, 1).expand(1, flat.numel(), rows.shape[-1])
+    return rows.gather(0, index).view(*ids.shape, rows.shape[-1])
 
 
 def chunked_linear(
@@ -425,7 +443,8 @@ class _PiecesMethod:
         self.weight = weight
 
     def embedding(self, layer: torch.nn.Module, input_: torch.Tensor) -> torch.Tensor:
-        return chunked_embedding(input_, self.parking.pieces(self.weight))
+        pieces = self.parking.pieces(self.weight)
+        return chunked_embedding(input_, pieces, self.parking.firsts(self.weight))
 
     def apply(
         self, layer: torch.nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
@@ -477,7 +496,7 @@ def _use_pieces(m: torch.nn.Module, parking: AliasedParking, p: torch.Tensor) ->
     else:
 
         def forward_embedding(ids: torch.Tensor) -> torch.Tensor:
-            return chunked_embedding(ids, parking.pieces(p))
+            return chunked_embedding(ids, parking.pieces(p), parking.firsts(p))
 
         m.forward = forward_embedding
 
