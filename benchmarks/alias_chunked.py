@@ -6,10 +6,11 @@ prints the pieces), and run piece by piece: ``chunked_embedding`` (one clamped
 lookup per piece and a select) and ``chunked_linear`` (one GEMM per piece,
 concatenated). This times both against the whole-tensor ``F.embedding`` /
 ``F.linear`` at several token counts M (= batch x (gamma + 1)) and says whether the
-results are bitwise equal.
+results are bitwise equal. Each call is timed alone (synchronized), so on CUDA the
+eager numbers are launch-bound; ``--graph`` times CUDA-graph replays instead.
 
 Usage: python benchmarks/alias_chunked.py [--device cpu|cuda] [--rounds 7] [--calls 30]
-       [--cases tiny-small,tiny-default,qwen-0.5b]   (needs torch: the live venv)
+       [--cases tiny-small,tiny-default,qwen-0.5b] [--dtype bfloat16] [--graph]   (needs torch: the live venv)
 Each cell is the mean of ``rounds`` medians with its 95% interval (nightjar.stats);
 "A beats B" only where the intervals separate. The qwen-0.5b case (151,936 x 896)
 is meant for CUDA (bf16); on a shared CPU it takes minutes.
@@ -55,6 +56,21 @@ def timed(fn: Callable[[], torch.Tensor], calls: int, cuda: bool) -> float:
     return (time.perf_counter() - start) / calls * 1000.0
 
 
+def graphed(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """``fn`` captured in a CUDA graph (as vLLM runs the drafter); calling replays it."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return out
+
+    return replay
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -62,11 +78,13 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--cases", default="tiny-small,tiny-default")
     ap.add_argument("--dtype", default="", help="float32 (CPU default) or bfloat16 (CUDA)")
+    ap.add_argument("--graph", action="store_true", help="CUDA: time CUDA-graph replays")
     args = ap.parse_args()
     cuda = args.device.startswith("cuda")
     dtype = getattr(torch, args.dtype or ("bfloat16" if cuda else "float32"))
     gen = torch.Generator().manual_seed(0)
-    print(f"device {args.device}, {dtype}, {args.rounds} rounds x {args.calls} calls, ms")
+    how = "CUDA-graph replays" if args.graph else "eager calls"
+    print(f"device {args.device}, {dtype}, {args.rounds} rounds x {args.calls} {how}, ms")
     print(f"{'case':13s} {'op':9s} {'M':>4s} {'whole':>16s} {'chunked':>16s} {'ratio':>6s}  "
           f"{'verdict':16s} bitwise")
     for name in args.cases.split(","):
@@ -88,6 +106,8 @@ def main() -> None:
                 ),
             }
             for op, (whole, chunked) in ops.items():
+                if args.graph:
+                    whole, chunked = graphed(whole), graphed(chunked)
                 same = torch.equal(whole(), chunked())
                 a: list[float] = []
                 b: list[float] = []

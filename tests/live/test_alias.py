@@ -160,10 +160,14 @@ def test_split_pieces_recombine_bit_exactly() -> None:
     cuts = [(0, w[:1008]), (1008, w[1008:1024]), (1024, w[1024:3008]), (3008, w[3008:])]
     ids = torch.tensor([[0, 1007, 1008, 1023, 1024], [3008, BIG - 1, 5, 3007, 0]])
     assert torch.equal(chunked_embedding(ids, cuts), torch.nn.functional.embedding(ids, w))
+    # The GEMM per piece: bitwise equal on this project's CPU build (MKL, pieces of
+    # 16k rows); other BLAS builds differ in the last bits at some M (measured on
+    # the GPU machine's CPU at M = 1, and with cuBLAS in float32), so closeness here
+    # and benchmarks/alias_chunked.py reports bitwise equality per platform.
     for m in (1, 4, 16, 64):
         x = torch.randn(m, 64)
         full = torch.nn.functional.linear(x, w, bias)
-        assert torch.equal(chunked_linear(x, cuts, bias), full), m
+        torch.testing.assert_close(chunked_linear(x, cuts, bias), full, rtol=1e-6, atol=1e-5)
 
 
 def test_split_cycles_are_bit_exact_and_a_corrupted_piece_is_caught() -> None:
