@@ -10,7 +10,8 @@ results are bitwise equal. Each call is timed alone (synchronized), so on CUDA t
 eager numbers are launch-bound; ``--graph`` times CUDA-graph replays instead.
 
 Usage: python benchmarks/alias_chunked.py [--device cpu|cuda] [--rounds 7] [--calls 30]
-       [--cases tiny-small,tiny-default,qwen-0.5b] [--dtype bfloat16] [--graph]   (needs torch: the live venv)
+       [--cases tiny-small,tiny-default,qwen-0.5b] [--dtype bfloat16] [--graph]
+       (needs torch: the live venv)
 Each cell is the mean of ``rounds`` medians with its 95% interval (nightjar.stats);
 "A beats B" only where the intervals separate. The qwen-0.5b case (151,936 x 896)
 is meant for CUDA (bf16); on a shared CPU it takes minutes.
