@@ -172,6 +172,8 @@ class NightjarWorkerMixin:
             "parked": parking.parked,
             "inside": parking.parked or parking.inside_region(),
             "region_blocks": len(parking.region),
+            "block_bytes": parking.block_bytes,
+            "split": parking.split_names,
             "bytes": parking.resident_bytes,
             "rss_bytes": _rss_bytes(),
         }

@@ -303,6 +303,11 @@ class AliasedParking:
         return self._firsts[name]
 
     @property
+    def block_bytes(self) -> int:
+        """One block's bytes summed over the layers: the region's bytes per block."""
+        return int(sum(c.numel() for c in self._chunks)) // max(1, len(self.region))
+
+    @property
     def split_names(self) -> list[str]:
         return [n for n, _ in self._params if len(self._slots[n]) > 1]
 
