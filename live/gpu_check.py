@@ -220,9 +220,8 @@ class Checks:
             draft_kv="skip",
             forced_residency={8: "offload", 20: "reload"},
         )
-        # Whole-tensor placement needs more blocks than the weights' bytes
-        # (docs/kernels.md); 160 fits the small pair at CUDA's 16-token blocks.
-        aliased = _with(settings, alias=True, ballast_blocks=160)
+        # The ballast is sized from the draft's shapes (docs/kernels.md).
+        aliased = _with(settings, alias=True)
         return self._lossless("aliasing", aliased, False, 32)
 
     def async_scheduler(self) -> str:
