@@ -319,6 +319,14 @@ def summary(err: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _shown(path: Path) -> str:
+    """A measured file's name as the generated docstring gives it (repo-relative)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
 def write_coefficients(
     fits: dict[str, OpFit],
     err: pd.DataFrame,
@@ -338,7 +346,8 @@ def write_coefficients(
         "(six Llama-shaped models, TP 1-8, 1-4096 tokens).",
     ]
     for gpu, files in sorted((extra or {}).items()):
-        lines.append(f"{gpu}: measured rows from {', '.join(files)} (not Vidur's).")
+        lines.append(f"{gpu}: measured rows from {', '.join(files)} (not Vidur's; method in")
+        lines.append("    its folder's README.md).")
     for gpu, note in sorted((notes or {}).items()):
         lines.append(f"{gpu}: {note}.")
     lines.append("Median |error| per op row:")
@@ -496,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.extra:
         more = load_measured(path)
         for gpu in sorted(more["gpu"].unique()):
-            extra_files.setdefault(str(gpu), []).append(path.name)
+            extra_files.setdefault(str(gpu), []).append(_shown(path))
         frames.append(more)
     df = pd.concat(frames, ignore_index=True) if args.extra else vidur
     df = df.drop_duplicates(["gpu", "model", "tokens", "tp", "op"], keep="last")
