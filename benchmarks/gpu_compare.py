@@ -22,7 +22,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nightjar.calibration.fits import get_fit  # noqa: E402
+from nightjar.calibration.fits import fit_for  # noqa: E402
 from nightjar.calibration.ops import gemm_times_s  # noqa: E402
 from nightjar.hardware import GPU, get_gpu, get_model  # noqa: E402
 from nightjar.roofline import RooflineParams, forward_s, prefill_s, resolve  # noqa: E402
@@ -31,7 +31,8 @@ GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 
 
 def _fit(gpu: GPU):  # type: ignore[no-untyped-def]
-    return get_fit(resolve(RooflineParams(), gpu).op_fit)
+    # As the roofline prices it: a borrowed table's T_half scaled by the ridge point.
+    return fit_for(resolve(RooflineParams(), gpu).op_fit, gpu)
 
 
 def gemm_table(ops: pd.DataFrame, gpu: GPU) -> str:

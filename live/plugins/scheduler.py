@@ -92,6 +92,11 @@ class NightjarSchedulerMixin:
         # decision into its max.
         self.nj_driver = StepDriver(policy, controller, latency, batch_gamma=True)
         self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
+        if self.nj.alias and not self.nj_residency.enabled:
+            raise ValueError(
+                "nightjar: aliasing the draft needs the ballast withheld (--offload on): "
+                "without it the KV pool would hand out the blocks holding its weights"
+            )
         self.nj_stats = StepStats()
         # Request arrival times (monotonic, when vLLM hands the request to the
         # scheduler) for ``StepContext.arrival_rate_rps``.

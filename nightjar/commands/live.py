@@ -141,7 +141,8 @@ def add_parser(sub: Any) -> None:
         "--alias-draft",
         action="store_true",
         help="keep the draft's weights inside the withheld KV blocks (real reclaim; on CPU "
-        "the draft's linears run slower, docs/kernels.md; give --ballast-blocks if asked)",
+        "the draft's linears run slower, docs/kernels.md); needs --offload on; the ballast "
+        "is sized from the draft's tensor shapes",
     )
     p.add_argument(
         "--ballast-blocks",
@@ -350,6 +351,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.ballast_blocks is not None and args.ballast_blocks < 0:
         raise NightjarInputError(f"--ballast-blocks must be >= 0, got {args.ballast_blocks}")
+    if args.alias_draft and memory is None and not args.forced_residency:
+        # Without the memory controller no ballast is withheld: the KV pool would
+        # hand out the very blocks that hold the draft's weights.
+        raise NightjarInputError("--alias-draft needs --offload on (the ballast holds the draft)")
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
