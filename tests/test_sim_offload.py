@@ -11,6 +11,7 @@ from nightjar.records import RunResult
 from nightjar.sim import ReloadMode, SimConfig, simulate
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
+from nightjar.stats import mean_interval
 from nightjar.trace import Trace, load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -40,7 +41,20 @@ def test_offloading_grows_the_kv_cache_and_helps_under_the_peak(
     ttft = lambda f: (f["first_token_s"] - f["arrival_s"]).mean()  # noqa: E731
     assert ttft(req_on) < 0.9 * ttft(req_off)
     assert on.duration_s < off.duration_s  # higher throughput: the same work ends sooner
-    assert req_on["preemptions"].sum() < req_off["preemptions"].sum()
+
+
+def test_offloading_preempts_less_under_the_peak_over_seeds(rtx: Profile) -> None:
+    # Fewer preemptions is a property of the mean, not of every seed: with policies
+    # priced at the admitted batch (issue 15), seed 0 alone has 2239 with offload vs
+    # 2191 without, while over seeds 0-5 offload saves 213 +- 147 (paired).
+    trace = load_trace("burst")
+    diffs = []
+    for seed in range(6):
+        runs = [simulate(trace, rtx, "nightjar", SimConfig(offload=off, seed=seed))
+                for off in (True, False)]
+        on, off = (int(r.requests_frame()["preemptions"].sum()) for r in runs)
+        diffs.append(float(on - off))
+    assert mean_interval(diffs).hi < 0.0
 
 
 def test_the_draft_is_off_only_while_speculation_is(burst_runs: dict[bool, RunResult]) -> None:
