@@ -277,6 +277,8 @@ class Engine:
         if self.cfg.engine is not SchedulerMode.V1 or not n:
             return n
         b, led = self.batch, self.ledger
+        if not self.waiting:  # nothing to admit: every running request (cheap path)
+            return len(b)
         running = [1] * n + b.todo[n:].tolist()
         pending = (int(led.prompt[r] + led.generated[r]) for r in self.waiting)
         return step_batch(running, pending, self.pool.free, self._limits())

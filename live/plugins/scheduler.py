@@ -221,7 +221,14 @@ class NightjarSchedulerMixin:
                 - self.nj_residency.ballast.held
                 - sched.kv_cache_manager.block_pool.get_num_free_blocks()
             )
-            self.nj_log.step(record, start_mono=start, chosen_gamma=chosen)
+            stats = self.nj_stats
+            self.nj_log.step(
+                record,
+                start_mono=start,
+                chosen_gamma=chosen,
+                priced_batch=stats.last_priced_batch,
+                scheduled=stats.last_scheduled,
+            )
             self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:
                 self.nj_driver.finish(step_outcome)
