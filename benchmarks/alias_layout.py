@@ -1,21 +1,25 @@
-"""How many ballast blocks the aliased draft needs when each parameter is placed whole.
+"""How many ballast blocks the aliased draft needs: whole tensors vs row-split ones.
 
-A parameter must lie inside one layer's chunk of the region (a layer's region is
-contiguous, the region across layers is not: docs/kernels.md), so a draft whose
-largest tensor (embedding, lm_head) is large against one layer's share needs a
-region much larger than its bytes. This prints, per pair, the draft's bytes, the
-blocks its bytes stand for, and the blocks whole-tensor placement needs
-(nightjar.live.residency.alias.blocks_needed), from the shapes vLLM 0.32.0 gives
-the parameters (fused qkv and gate_up, lm_head separate).
+A layer's region is contiguous, the region across layers is not (docs/kernels.md).
+Placed whole, a draft whose largest tensor (embedding, lm_head) is large against
+one layer's share needs a region much larger than its bytes; split by rows over
+several layers' chunks (what AliasedParking does), the region is the draft's bytes
+plus alignment. This prints, per pair, the draft's bytes, the blocks its bytes stand
+for ("share"), the blocks whole-tensor placement needs, the blocks row-split
+placement needs, the region's bytes over the draft's ("bytes x") and the pieces of
+each split tensor (nightjar.live.residency.alias.blocks_needed), from the shapes vLLM
+0.32.0 gives the parameters (fused qkv and gate_up; lm_head counted separately,
+although Qwen2.5-0.5B ties it to the embedding: the harder case).
 
 Usage: python benchmarks/alias_layout.py   (needs torch: the live venv)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from nightjar.live.residency.alias import blocks_needed
+from nightjar.live.residency.alias import blocks_needed, plan_region
 
 
 @dataclass(frozen=True)
@@ -32,16 +36,16 @@ class Llama:
     def hd(self) -> int:
         return self.head_dim or self.hidden // self.heads
 
-    def param_elems(self) -> list[int]:
+    def param_shapes(self) -> list[tuple[int, ...]]:
         one = [
-            (self.heads + 2 * self.kv_heads) * self.hd * self.hidden,  # qkv
-            self.heads * self.hd * self.hidden,  # o
-            2 * self.inter * self.hidden,  # gate_up
-            self.inter * self.hidden,  # down
-            self.hidden,
-            self.hidden,  # norms
+            ((self.heads + 2 * self.kv_heads) * self.hd, self.hidden),  # qkv
+            (self.hidden, self.heads * self.hd),  # o
+            (2 * self.inter, self.hidden),  # gate_up
+            (self.hidden, self.inter),  # down
+            (self.hidden,),
+            (self.hidden,),  # norms
         ]
-        return [self.vocab * self.hidden] * 2 + [self.hidden] + one * self.layers
+        return [(self.vocab, self.hidden)] * 2 + [(self.hidden,)] + one * self.layers
 
     def block_bytes(self, block: int, elem: int) -> int:
         return 2 * block * self.kv_heads * self.hd * elem  # K and V, one layer
@@ -71,15 +75,27 @@ PAIRS = {
 
 
 def main() -> None:
-    print(f"{'pair':46s} {'draft MB':>9s} {'share':>7s} {'whole':>7s} {'x':>6s}")
+    print(
+        f"{'pair':46s} {'draft MB':>9s} {'share':>6s} {'whole':>6s} {'x':>5s} "
+        f"{'split':>6s} {'x':>5s} {'bytes x':>7s}  split tensors: pieces"
+    )
     for name, (target, draft, block, elem) in PAIRS.items():
-        sizes = [n * elem for n in draft.param_elems()]
+        shapes = draft.param_shapes()
+        sizes = [math.prod(s) * elem for s in shapes]
+        rows = [math.prod(s[1:]) * elem if len(s) > 1 else 0 for s in shapes]
         per_layer = [target.block_bytes(block, elem)] * target.layers + [
             draft.block_bytes(block, elem)
         ] * draft.layers
         share = -(-sum(sizes) // sum(per_layer))
         whole = blocks_needed(sizes, per_layer, 64)
-        print(f"{name:46s} {sum(sizes) / 1e6:9.1f} {share:7d} {whole:7d} {whole / share:6.2f}")
+        split = blocks_needed(sizes, per_layer, 64, rows)
+        plan = plan_region(sizes, [split * b for b in per_layer], 64, rows)
+        pieces = [len(p) for p in plan if len(p) > 1]
+        region = split * sum(per_layer)
+        print(
+            f"{name:46s} {sum(sizes) / 1e6:9.1f} {share:6d} {whole:6d} {whole / share:5.2f} "
+            f"{split:6d} {split / share:5.3f} {region / sum(sizes):7.3f}  {pieces}"
+        )
 
 
 if __name__ == "__main__":

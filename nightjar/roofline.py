@@ -8,7 +8,9 @@ One forward pass over ``T`` tokens of ``B`` sequences at context ``c`` costs
 Every GEMM and element-wise kernel is priced by ``nightjar.calibration.ops`` with
 coefficients fitted to Microsoft Vidur's CUDA-timed per-op tables (GEMM efficiency
 rising with tokens toward a plateau, a per-kernel launch term; see
-``benchmarks/fit_vidur.py``). Attention is analytic: a launch term plus
+``benchmarks/fit_vidur.py``); a GPU without its own table borrows one with the GEMM
+half-efficiency token count scaled by the ratio of ridge points
+(``nightjar.calibration.fits``). Attention is analytic: a launch term plus
 max(FLOPs, KV bytes) at the fitted plateau and streaming efficiencies. The host-side
 terms (per forward, per layer in eager mode, per step and per sequence, sampling,
 rejection sampling) and their sources are in ``nightjar.calibration.overheads``.
@@ -38,7 +40,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from nightjar.calibration.fits import fit_name, get_fit
+from nightjar.calibration.fits import fit_for, fit_name, fit_ridge, get_fit
 from nightjar.calibration.fitted import VIDUR_COMMIT
 from nightjar.calibration.ops import OpFit, elementwise_s, gemm_s
 from nightjar.calibration.overheads import EAGER, GRAPH, term_values
@@ -79,6 +81,7 @@ ACCEPTANCE_PRIORS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
 
 
 _GRAPH = term_values(GRAPH)
+VIDUR_GPUS = ("a100", "a40", "h100")  # the op tables Vidur measured
 VERIFY_ATTENTION = ("query-aware", "expansion")
 
 
@@ -172,7 +175,7 @@ def forward_s(
     Each layer takes max(host dispatch, its GPU kernels): see
     ``nightjar.calibration.overheads``.
     """
-    fit = get_fit(resolve(p, gpu).op_fit)
+    fit = fit_for(resolve(p, gpu).op_fit, gpu)
     bw, db = gpu.mem_bandwidth_bytes_per_s, m.dtype_bytes
     layer = layer_gpu_s(
         gpu, m, fit,
@@ -274,6 +277,26 @@ class Deployment:
     max_model_len: int | None = None
 
 
+def _fit_source(op_fit: str) -> str:
+    if op_fit in VIDUR_GPUS:
+        return (
+            f"Microsoft Vidur's measured {op_fit.upper()} op tables (MIT, commit {VIDUR_COMMIT})"
+        )
+    return f"measured {op_fit.upper()} op tables (source in nightjar.calibration.fitted)"
+
+
+def _ridge_note(gpu: GPU, op_fit: str) -> str:
+    """How a borrowed fit was moved to this GPU (nightjar.calibration.fits)."""
+    ratio = gpu.peak_flops / gpu.mem_bandwidth_bytes_per_s / fit_ridge(op_fit)
+    if abs(ratio - 1.0) < 1e-9:
+        return ""
+    return (
+        f", GEMM half-efficiency token count scaled by this GPU's ridge point relative to "
+        f"{op_fit.upper()}'s (x{ratio:.3f}: {get_fit(op_fit).gemm_tokens_half:.0f} -> "
+        f"{fit_for(op_fit, gpu).gemm_tokens_half:.0f} tokens)"
+    )
+
+
 def build_profile(
     gpu_name: str | GPU,
     target_name: str | ModelArch,
@@ -342,8 +365,8 @@ def build_profile(
         "source": "calibrated-roofline",
         "command": command,
         "notes": "Calibrated roofline model (nightjar.roofline), not a measurement of this "
-        f"pair: kernel costs fitted to Microsoft Vidur's measured {p.op_fit.upper()} op tables "
-        f"(MIT, commit {VIDUR_COMMIT}); attention analytic ({p.verify_attention} verify); "
+        f"pair: kernel costs fitted to {_fit_source(p.op_fit)}{_ridge_note(gpu, p.op_fit)}; "
+        f"attention analytic ({p.verify_attention} verify); "
         f"host overheads for {p.execution} execution, most of them assumed (sources in "
         "the roofline section and nightjar.calibration.overheads). Acceptance values are "
         "assumed priors, not measured.",

@@ -20,9 +20,11 @@ Decision = int | Sequence[int]
 class StepContext:
     """What the engine knows when it must choose gamma for the next step.
 
-    Invariants: ``0 <= kv_free_blocks <= kv_total_blocks``; ``batch_size`` counts
-    running decode requests (>= 1 when a decision is asked for); when
-    ``draft_resident`` is false the engine clamps any gamma to 0.
+    Invariants: ``0 <= kv_free_blocks <= kv_total_blocks``; ``batch_size`` is the
+    batch the step's gamma is priced at (>= 1 when a decision is asked for): the
+    running requests plus, in both V1 engines, the waiting ones the step admits
+    (``nightjar.admission.step_batch``); when ``draft_resident`` is false the engine
+    clamps any gamma to 0.
     """
 
     now: float

@@ -4,8 +4,11 @@
 # real, draft aliasing (where built), a lossless replay with offload cycles, and a
 # short measured profile (the list and what each asserts: docs/live.md).
 #
-# Usage: bash scripts/gpu-check.sh [WORKDIR]   (default: a fresh temporary folder)
+# Usage: bash scripts/gpu-check.sh [--no-install] [WORKDIR]   (default: a fresh temporary folder)
 #   NIGHTJAR_GPU_VENV=DIR  the venv to install into (default: .venv-gpu in the repo)
+#   --no-install           use ${PYTHON:-python3} as it is (an offline machine where torch,
+#                          Triton and nightjar are importable): the checks that need vLLM
+#                          print SKIP when it is not installed
 #
 # Installs vLLM 0.32.0 (CUDA build, the `live` extra) and this repository into that
 # venv, builds tiny random-weight models locally (no download), then prints one
@@ -21,6 +24,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep
     exit 3
 fi
 
+if [ "${1:-}" = "--no-install" ]; then
+    shift
+    unset TRITON_INTERPRET
+    exec "${PYTHON:-python3}" -m nightjar.live.gpu_check "${1:-$(mktemp -d -t nightjar-gpu-check.XXXXXX)}"
+fi
 venv="${NIGHTJAR_GPU_VENV:-$repo/.venv-gpu}"
 work="${1:-$(mktemp -d -t nightjar-gpu-check.XXXXXX)}"
 start=$SECONDS

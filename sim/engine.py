@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from nightjar.admission import Limits, Room, admit, step_batch
 from nightjar.arrivals import ARRIVAL_WINDOW_S
 from nightjar.driver import StepDriver
 from nightjar.errors import NightjarInputError
@@ -177,8 +178,10 @@ class Engine:
         return max(0.0, min(pending, arrival, now + IDLE_POLL_S) - now)
 
     # -- one step -----------------------------------------------------------------
-    def _context(self, now: float, n: int) -> StepContext:
-        """What the policy sees: the ``n`` decoding requests (not the prefilling ones)."""
+    def _context(self, now: float, n: int, batch: int | None = None) -> StepContext:
+        """What the policy sees. ``batch``: the requests the step runs (the batch its
+        gamma is priced at, ``n`` when not given); contexts, ids and acceptance are
+        those of the ``n`` decoding requests (the ones the gamma applies to)."""
         b = self.batch
         led = self.ledger
         ids = true_acc = est = None
@@ -189,7 +192,7 @@ class Engine:
             est = ((led.accepted[rid] + 1.0) / (led.drafted[rid] + 2.0)).tolist()
         return StepContext(
             now=now,
-            batch_size=n,
+            batch_size=n if batch is None else batch,
             num_waiting=len(self.waiting),
             kv_free_blocks=self.pool.free,
             kv_total_blocks=self.pool.total - self.pool.reclaim_pending,
@@ -228,7 +231,7 @@ class Engine:
             if plan is not None:
                 return plan
         n = b.decoding()
-        ctx = self._context(now, n)
+        ctx = self._context(now, n, self._step_batch(n))
         step = self.driver.plan(ctx)
         before = len(b)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
@@ -256,6 +259,37 @@ class Engine:
             clamped=step.clamped or cut,
             prefill_tokens=int(chunks.sum()), mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
             chunks=chunks, prefill_from=n,
+        )
+
+    def _step_batch(self, n: int) -> int:
+        """V1: the running requests plus the waiting ones this step will admit
+        (``nightjar.admission.step_batch``, the live scheduler's count too), as if
+        the decodes took no drafts: gamma is not chosen yet. The live engine prices
+        K at this batch because its drafter proposes for every request in the step;
+        the simulator asks with the same count so that both policies see one batch.
+        It can admit one fewer when the chosen drafts take the budget's last tokens.
+
+        A step with no decoding request keeps 0: its gamma would apply to nothing
+        here (the simulator verifies a K in the step that chose it; live verifies it
+        one step later, so the live scheduler asks on every step), and the policy is
+        not asked, which leaves the memory controller free to offload during a stretch
+        of prefill-only steps as before."""
+        if self.cfg.engine is not SchedulerMode.V1 or not n:
+            return n
+        b, led = self.batch, self.ledger
+        if not self.waiting:  # nothing to admit: every running request (cheap path)
+            return len(b)
+        running = [1] * n + b.todo[n:].tolist()
+        pending = (int(led.prompt[r] + led.generated[r]) for r in self.waiting)
+        return step_batch(running, pending, self.pool.free, self._limits())
+
+    def _limits(self) -> Limits:
+        cfg = self.cfg
+        return Limits(
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            max_num_seqs=cfg.max_num_seqs,
+            block_size=self.block_size,
+            draft_slots=self.draft_slots,
         )
 
     def _prefill_only(self, now: float) -> _Plan | None:
@@ -442,38 +476,27 @@ class Engine:
         and continues in later steps (chunked prefill). V0 (``whole``): only whole
         prompts, and one larger than the whole budget is still admitted when it is
         the step's first (vLLM V0 raises the budget to the model's length). Each
-        admitted request also takes ``extra`` tokens of the budget (draft slots).
+        admitted request also takes ``extra`` tokens of the budget (draft slots). The
+        rule is ``nightjar.admission.admit``, shared with the live scheduler's count.
         """
         led, pool, bs = self.ledger, self.pool, self.block_size
-        empty = np.zeros(0, dtype=np.int64)
+        room = Room(
+            tokens=budget, blocks=pool.free, seats=self.cfg.max_num_seqs - len(self.batch),
+            block_size=bs, slot_tokens=extra,
+        )
+        pending = (int(led.prompt[r] + led.generated[r]) for r in self.waiting)
+        chunks = admit(pending, room, whole=whole)
+        if not chunks:
+            return np.zeros(0, dtype=np.int64)
         rids: list[int] = []
         tokens: list[int] = []
-        chunks: list[int] = []
-        free = pool.free
-        slots = self.cfg.max_num_seqs - len(self.batch)
-        spent = 0  # budget used: prompt tokens and draft slots
-        while self.waiting and len(rids) < slots and spent + extra < budget:
-            rid = self.waiting[0]
+        for _ in chunks:
+            rid = self.waiting.popleft()
             t = int(led.prompt[rid] + led.generated[rid])
-            take = t
-            room = budget - spent - extra
-            if t > room:
-                if whole and rids:
-                    break
-                take = t if whole else room
-            nb = -(-(take + 1) // bs)
-            if nb > free:
-                break
-            self.waiting.popleft()
             self._waiting_tokens -= t
             self._waiting_preempted -= int(led.preemptions[rid] > 0)
             rids.append(rid)
             tokens.append(t)
-            chunks.append(take)
-            free -= nb
-            spent += take + extra
-        if not rids:
-            return empty
         chunk = np.asarray(chunks, dtype=np.int64)
         blocks = _blocks_for(chunk + 1, bs)
         pool.allocate(int(blocks.sum()))
@@ -481,4 +504,3 @@ class Engine:
         todo = np.asarray(tokens, dtype=np.int64)
         self.batch.append(np.asarray(rids, dtype=np.int64), zeros, blocks, zeros.copy(), todo)
         return chunk
-

@@ -40,7 +40,8 @@ def _fit_script() -> ModuleType:
 def test_fit_error_on_committed_extract_is_bounded() -> None:
     fv = _fit_script()
     rows = fv.load_extract()
-    assert set(rows["gpu"]) == set(FITS) == {"a100", "h100", "a40"}
+    # Vidur's three GPUs; a GPU fitted from other measured rows (--extra) may join FITS.
+    assert set(rows["gpu"]) == {"a100", "h100", "a40"} <= set(FITS)
     err = fv.errors(rows, FITS)  # the package's committed coefficients, not a refit
     stats = fv.summary(err)
     for gpu, row in stats.iterrows():
@@ -115,6 +116,8 @@ def test_show_prints_overhead_terms(capsys: Any, monkeypatch: pytest.MonkeyPatch
         assert label in out
     assert "132" in out  # 11 kernels x 12 us host dispatch per layer, eager
     assert "SmartSpec" in out
+    # The RTX 4090 borrows the A40 table with T_half scaled by the ridge points.
+    assert "scaled by this GPU's ridge point relative to A40's (x0.762: 136 -> 103" in out
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,16 @@ def _with_mixed(rows: list[list[Any]]) -> dict[str, Any]:
     return data
 
 
+def _scaled(data: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Every time in a profile's tables times ``factor`` (a uniformly faster machine)."""
+    out = dict(data)
+    out["decode"] = [[b, g, c, *(t * factor for t in ts)] for b, g, c, *ts in data["decode"]]
+    out["draft_forward"] = [[b, c, t * factor] for b, c, t in data["draft_forward"]]
+    out["prefill"] = [[n, t * factor, d * factor] for n, t, d in data["prefill"]]
+    out["mixed"] = [[b, n, t * factor] for b, n, t in data["mixed"]]
+    return out
+
+
 @pytest.fixture
 def profile() -> Profile:
     return Profile.from_json(_with_mixed(MIXED), "mixed")
@@ -159,6 +169,13 @@ def test_replaying_a_runs_steps_through_the_price_gives_its_step_times(
     by_kind = step_replay(load_run(next(tmp_path.iterdir())), slow, sync=True).set_index("kind")
     assert by_kind.loc["mixed", "total_error_pct"] > 1.0
     assert abs(by_kind.loc["decode", "total_error_pct"]) < 1e-6
+    assert by_kind.loc["mixed", "median_error_run_base_pct"] > 1.0
+    # A machine uniformly 1.5x slower than the profile: every step is off by the same
+    # factor, which the run's own time base takes out.
+    faster = Profile.from_json(_scaled(profile.to_json(), 1 / 1.5), "fast")
+    by_kind = step_replay(load_run(next(tmp_path.iterdir())), faster, sync=True).set_index("kind")
+    assert (by_kind["total_error_pct"] < -30.0).all()
+    assert by_kind["median_error_run_base_pct"].abs().max() < 1e-6
 
 
 def test_live_policy_lookups_off_the_grid_are_priced_at_the_edge_and_counted() -> None:

@@ -248,3 +248,50 @@ def test_v0_runs_prefill_only_steps(a100: Profile) -> None:
     prefill = steps[steps["prefill_tokens"] > 0]
     assert (prefill["batch_size"] == 0).all()  # no decode in a prefill step
     assert list(prefill["prefill_tokens"]) == [200, 3000]  # whole prompts, one step each
+
+
+@pytest.mark.parametrize(("policy", "budget"), [("fixed:2", 8192), ("nospec", 256)])
+def test_an_admission_steps_policy_sees_running_plus_admitted(
+    a100: Profile, policy: str, budget: int
+) -> None:
+    # Parity with the live scheduler (nightjar.admission.step_batch): the K chosen
+    # for a step that admits prompts is priced at the running requests plus the
+    # admitted ones, not the decode batch alone.
+    import simpy
+
+    from nightjar.policy import PolicyEnv, make_policy
+    from nightjar.sim.ledger import Ledger
+    from nightjar.types import StepContext
+
+    trace = small_trace(n=80, rate=40.0, out=60)
+    n = len(trace)
+    pol = make_policy(policy, PolicyEnv(gamma_max=4))
+    env = simpy.Environment()
+    ledger = Ledger(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, np.full(n, 0.7))
+    engine = Engine(env, ledger, a100, pol, SimConfig(seed=1, max_num_batched_tokens=budget))
+    asked: dict[float, tuple[int, int, int]] = {}  # now -> (ctx batch, running, decoding)
+    admitted: dict[float, int] = {}
+    decide, admit = pol.decide, engine._admit
+
+    def spy(ctx: StepContext) -> object:
+        asked[ctx.now] = (ctx.batch_size, len(engine.batch), engine.batch.decoding())
+        return decide(ctx)
+
+    def count(*args: object, **kwargs: object) -> np.ndarray:
+        chunks = admit(*args, **kwargs)  # type: ignore[arg-type]
+        admitted[float(env.now)] = chunks.size
+        return chunks
+
+    pol.decide = spy  # type: ignore[method-assign]
+    engine._admit = count  # type: ignore[method-assign]
+    env.process(engine.run())
+    env.run()
+    mixed = [(t, k) for t, k in admitted.items() if k and t in asked]
+    assert mixed
+    for t, k in mixed:
+        batch, running, _ = asked[t]
+        assert batch == running + k
+    # Steps where the decode batch alone would have been priced differently.
+    assert sum(asked[t][2] < asked[t][0] for t, _ in mixed) >= 5
+    if budget == 256:  # chunked prompts: partial prefills run and count as running
+        assert any(asked[t][1] > asked[t][2] for t in asked)

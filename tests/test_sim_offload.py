@@ -11,6 +11,7 @@ from nightjar.records import RunResult
 from nightjar.sim import ReloadMode, SimConfig, simulate
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
+from nightjar.stats import mean_interval
 from nightjar.trace import Trace, load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -40,7 +41,24 @@ def test_offloading_grows_the_kv_cache_and_helps_under_the_peak(
     ttft = lambda f: (f["first_token_s"] - f["arrival_s"]).mean()  # noqa: E731
     assert ttft(req_on) < 0.9 * ttft(req_off)
     assert on.duration_s < off.duration_s  # higher throughput: the same work ends sooner
-    assert req_on["preemptions"].sum() < req_off["preemptions"].sum()
+
+
+def test_offloading_preempts_less_over_seeds(
+    rtx: Profile, burst_runs: dict[bool, RunResult]
+) -> None:
+    """Fewer preemptions with offload, paired by seed with a 95% interval: one seed is
+    not enough (seed 0 on the ridge-scaled RTX profile with running + admitted pricing:
+    2191 off, 2239 on; seeds 1-4 all fewer with offload)."""
+    trace = load_trace("burst")
+    saved = []
+    for seed in range(5):
+        runs = burst_runs if seed == 0 else {
+            o: simulate(trace, rtx, "nightjar", SimConfig(offload=o, seed=seed))
+            for o in (False, True)
+        }
+        pre = {o: float(runs[o].requests_frame()["preemptions"].sum()) for o in runs}
+        saved.append(pre[False] - pre[True])
+    assert mean_interval(saved).lo > 0, saved
 
 
 def test_the_draft_is_off_only_while_speculation_is(burst_runs: dict[bool, RunResult]) -> None:

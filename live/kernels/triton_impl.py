@@ -18,7 +18,6 @@ only shape the launch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import triton
@@ -35,7 +34,7 @@ TILE = 32 * BLOCK
 
 
 @triton.jit  # type: ignore[untyped-decorator, misc, unused-ignore]
-def _word_ptr(addr: Any, WORD: tl.constexpr) -> Any:
+def _word_ptr(addr: tl.tensor, WORD: tl.constexpr) -> tl.tensor:
     if WORD == 8:
         return addr.to(tl.pointer_type(tl.uint64))
     elif WORD == 4:
@@ -48,13 +47,13 @@ def _word_ptr(addr: Any, WORD: tl.constexpr) -> Any:
 
 @triton.jit  # type: ignore[untyped-decorator, misc, unused-ignore]
 def _migrate_kernel(
-    layer_addr: Any,  # int64[L]: byte address of block 0 of each layer
-    src_ids: Any,  # int64[P]
-    dst_ids: Any,  # int64[P]
-    run_off: Any,  # int64[R]: word offset of each contiguous run inside a block
-    num_pairs: Any,
-    block_words: Any,  # the layers' block stride, in words
-    run_words: Any,  # length of each run, in words
+    layer_addr: tl.tensor,  # int64[L]: byte address of block 0 of each layer
+    src_ids: tl.tensor,  # int64[P]
+    dst_ids: tl.tensor,  # int64[P]
+    run_off: tl.tensor,  # int64[R]: word offset of each contiguous run inside a block
+    num_pairs: tl.tensor,
+    block_words: tl.tensor,  # the layers' block stride, in words
+    run_words: tl.tensor,  # length of each run, in words
     BLOCK: tl.constexpr,
     TILE: tl.constexpr,
     WORD: tl.constexpr,
@@ -76,9 +75,9 @@ def _migrate_kernel(
 
 @triton.jit  # type: ignore[untyped-decorator, misc, unused-ignore]
 def _memcpy_kernel(
-    src_addr: Any,  # int64[C]: byte address of each chunk's source
-    dst_addr: Any,  # int64[C]
-    words: Any,  # int64[C]: chunk length in words (at most TILE)
+    src_addr: tl.tensor,  # int64[C]: byte address of each chunk's source
+    dst_addr: tl.tensor,  # int64[C]
+    words: tl.tensor,  # int64[C]: chunk length in words (at most TILE)
     BLOCK: tl.constexpr,
     WORD: tl.constexpr,
 ) -> None:

@@ -28,6 +28,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
+from nightjar.admission import Limits, step_batch
 from nightjar.arrivals import ArrivalRate
 from nightjar.draft_kv import SyncedDraftLatency
 from nightjar.driver import StepDriver
@@ -69,6 +70,8 @@ class NightjarSchedulerMixin:
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
         latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
+        # Counts the policy's and driver's lookups priced at the profile's edge.
+        self.nj_clamped = latency if isinstance(latency, Clamped) else None
         if isinstance(latency, Clamped) and self.nj.draft_kv == "sync":
             # vLLM runs the draft on every K = 0 step; the profile's gamma-0 row does not.
             latency = SyncedDraftLatency(latency)
@@ -89,6 +92,11 @@ class NightjarSchedulerMixin:
         # decision into its max.
         self.nj_driver = StepDriver(policy, controller, latency, batch_gamma=True)
         self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
+        if self.nj.alias and not self.nj_residency.enabled:
+            raise ValueError(
+                "nightjar: aliasing the draft needs the ballast withheld (--offload on): "
+                "without it the KV pool would hand out the blocks holding its weights"
+            )
         self.nj_stats = StepStats()
         # Request arrival times (monotonic, when vLLM hands the request to the
         # scheduler) for ``StepContext.arrival_rate_rps``.
@@ -109,30 +117,36 @@ class NightjarSchedulerMixin:
         sched: Any = self
         return int(ballast_blocks(self.nj, sched.vllm_config, sched.kv_cache_config))
 
-    def _admissible(self, running: int) -> int:
-        """Waiting requests vLLM's admission would take into this step (FCFS).
+    def _step_batch(self) -> int:
+        """The running requests plus the waiting ones vLLM's admission takes in this
+        step (``nightjar.admission.step_batch``, the simulator's rule too).
 
-        An estimate of vLLM's own loop: the token budget left after one token per
-        running request, the free KV blocks and ``max_num_seqs``; the last request
-        taken may be only partly prefilled (chunked prefill), as in vLLM.
+        An estimate of vLLM's own loop: each running request first takes what it
+        computes this step (a decode 1 + the drafts it verifies, a partial prefill its
+        next chunk) and its draft slot; then waiting requests FCFS while the token
+        budget, the free KV blocks and ``max_num_seqs`` allow, the last one possibly
+        a partial chunk (chunked prefill).
         """
         sched: Any = self
-        budget = int(sched.max_num_scheduled_tokens) - running
+        spec = sched.vllm_config.speculative_config
+        limits = Limits(
+            max_num_batched_tokens=min(
+                int(sched.max_num_scheduled_tokens),
+                int(sched.scheduler_config.max_num_batched_tokens),
+            ),
+            max_num_seqs=self._nj_lookup_len - 1,
+            block_size=int(sched.block_size),
+            draft_slots=int(getattr(spec, "max_num_new_slots_for_drafting", 0) or 0),
+        )
+        running = (
+            int(r.num_tokens_with_spec)
+            + int(getattr(r, "num_output_placeholders", 0))
+            - int(r.num_computed_tokens)
+            for r in sched.running
+        )
+        pending = (int(r.num_tokens) - int(r.num_computed_tokens) for r in sched.waiting)
         free = sched.kv_cache_manager.block_pool.get_num_free_blocks()
-        block = max(int(sched.block_size), 1)
-        taken = 0
-        for request in sched.waiting:
-            if budget <= 0 or running + taken >= self._nj_lookup_len - 1:
-                break
-            left = int(request.num_tokens) - int(request.num_computed_tokens)
-            chunk = min(left, budget)
-            need = -(-chunk // block)
-            if need > free:
-                break
-            budget -= chunk
-            free -= need
-            taken += 1
-        return taken
+        return step_batch(running, pending, free, limits)
 
     def add_request(self, request: Any) -> None:
         self.nj_arrivals.record(time.monotonic())
@@ -148,7 +162,7 @@ class NightjarSchedulerMixin:
         # chunks), so the batch it prices is the running requests plus what
         # admission takes in this step. Counting the running ones alone priced
         # the step that admitted 20 prompts at B = 1 (issue 15).
-        batch = max(running + self._admissible(running), min(running + waiting, 1))
+        batch = max(self._step_batch(), min(running + waiting, 1))
         held = self.nj_residency.ballast.held
         # Tokens already in the running requests' KV (the profile's context axis).
         computed = [r.num_computed_tokens for r in sched.running]
@@ -178,6 +192,8 @@ class NightjarSchedulerMixin:
         if self._nj_opt_out:
             withhold_opted_out(sched.running)
         plan = driver.plan(ctx, self.nj_residency.next_step())
+        if self.nj_clamped is not None:
+            self.nj_clamped.end_step()
         message = self.nj_residency.carry_out(plan.action, now)
         gamma = plan.gamma
         sched.dynamic_sd_lookup = [gamma] * self._nj_lookup_len
@@ -205,7 +221,14 @@ class NightjarSchedulerMixin:
                 - self.nj_residency.ballast.held
                 - sched.kv_cache_manager.block_pool.get_num_free_blocks()
             )
-            self.nj_log.step(record, start_mono=start, chosen_gamma=chosen)
+            stats = self.nj_stats
+            self.nj_log.step(
+                record,
+                start_mono=start,
+                chosen_gamma=chosen,
+                priced_batch=stats.last_priced_batch,
+                scheduled=stats.last_scheduled,
+            )
             self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:
                 self.nj_driver.finish(step_outcome)
@@ -245,7 +268,10 @@ class NightjarSchedulerMixin:
         return result
 
     def shutdown(self) -> None:
-        self.nj_log.write("summary", **self.nj_driver.controller.summary(time.monotonic()))
+        grid = self.nj_clamped.summary() if self.nj_clamped is not None else {}
+        self.nj_log.write(
+            "summary", **self.nj_driver.controller.summary(time.monotonic()), **grid
+        )
         self.nj_log.close()
         self.nj_state.flush()
         super().shutdown()  # type: ignore[misc]

@@ -35,6 +35,10 @@ class StepStats:
         self._per_request: dict[str, list[int]] = {}
         self._verified_gamma = 0  # K set by the previous finished step
         self._verified_clamped = False
+        # Of the last finished step: the batch its K was priced at and the requests
+        # vLLM scheduled in it (the step log keeps both, to check the admission count).
+        self.last_priced_batch = 0
+        self.last_scheduled = 0
 
     def begin(
         self, out: Any, ctx: StepContext, *, chosen: int, gamma: int, clamped: bool, state: str
@@ -48,6 +52,8 @@ class StepStats:
             return None
         p = self._pending.popleft()
         step_time = time.monotonic() - p.start
+        self.last_priced_batch = p.ctx.batch_size
+        self.last_scheduled = len(out.num_scheduled_tokens)
         index = getattr(mro, "req_id_to_index", None) or {}
         sampled = getattr(mro, "sampled_token_ids", None) or []
         spec_tokens = out.scheduled_spec_decode_tokens

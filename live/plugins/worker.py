@@ -29,7 +29,13 @@ from vllm.logger import init_logger
 from nightjar.live.kernels.ops import migrate_blocks
 from nightjar.live.kernels.plan import Pair, remap_block_ids, remap_block_table
 from nightjar.live.plugins.message import message_of
-from nightjar.live.residency.alias import AliasedParking, blocks_needed, plain_linears
+from nightjar.live.residency.alias import (
+    AliasedParking,
+    blocks_needed,
+    chunked_owners,
+    plain_linears,
+    splittable_rows,
+)
 from nightjar.live.residency.coordinator import ballast_blocks
 from nightjar.live.residency.parking import WeightParking
 from nightjar.live.settings import LiveSettings
@@ -166,6 +172,8 @@ class NightjarWorkerMixin:
             "parked": parking.parked,
             "inside": parking.parked or parking.inside_region(),
             "region_blocks": len(parking.region),
+            "block_bytes": parking.block_bytes,
+            "split": parking.split_names,
             "bytes": parking.resident_bytes,
             "rss_bytes": _rss_bytes(),
         }
@@ -187,10 +195,13 @@ class NightjarWorkerMixin:
         caches = [group_kernel_blocks(c, num_blocks) for c in runner.kv_caches]
         if current_platform.is_cpu():
             plain_linears(drafter.model)
+        # The loaded (fused) parameters, split where AliasedParking may split them.
+        owners = chunked_owners(drafter.model)
         params = list(drafter.model.parameters())
         sizes = [p.numel() * p.element_size() for p in params]
+        rows = [splittable_rows(p) if id(p) in owners else 0 for p in params]
         per_layer = [c[0].numel() * c.element_size() for c in caches]
-        needed = blocks_needed(sizes, per_layer, 64)
+        needed = blocks_needed(sizes, per_layer, 64, rows)
         if needed > blocks:
             raise ValueError(
                 f"nightjar: aliasing the draft needs a ballast of {needed} KV blocks, "

@@ -187,10 +187,26 @@ def _context_slope(groups: list[list[tuple[float, float]]]) -> float:
 class Clamped:
     """A profile looked up at the nearest edge of its table (never raises mid-run),
     through :meth:`Profile.clamp` as every engine prices; ``off_grid_lookups`` counts
-    the lookups priced at the edge."""
+    the lookups priced at the edge, ``off_grid_steps`` the scheduler steps with at
+    least one (:meth:`end_step`). Both go to the run's summary (:meth:`summary`), as
+    the simulator's ``context_clamped_steps`` does."""
 
     profile: Profile
     off_grid_lookups: int = 0
+    off_grid_steps: int = 0
+    _seen: int = 0  # off_grid_lookups when the last step ended
+
+    def end_step(self) -> None:
+        """One scheduler step's decision is made: count it if it looked off the grid."""
+        if self.off_grid_lookups > self._seen:
+            self.off_grid_steps += 1
+        self._seen = self.off_grid_lookups
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "off_grid_lookups": float(self.off_grid_lookups),
+            "off_grid_steps": float(self.off_grid_steps),
+        }
 
     def _clamp(self, batch_size: int, context_len: float) -> tuple[int, float]:
         point = self.profile.clamp(batch_size, context_len)

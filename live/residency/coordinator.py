@@ -59,8 +59,11 @@ def ballast_blocks(settings: LiveSettings, vllm_config: Any, kv_cache_config: An
 
     ``settings.ballast_blocks`` when given; else the draft's weight-file bytes over
     the tensor-parallel ranks (its linears and embeddings are sharded; the few
-    replicated norms are ignored), over one rank's bytes per block.
+    replicated norms are ignored), over one rank's bytes per block. With
+    ``settings.alias`` the blocks its parameters' layout needs (:func:`_alias_ballast`).
     """
+    if settings.alias:
+        return _alias_ballast(settings, vllm_config, kv_cache_config)
     if settings.ballast_blocks is not None:
         return int(settings.ballast_blocks)
     spec = vllm_config.speculative_config
@@ -70,6 +73,28 @@ def ballast_blocks(settings: LiveSettings, vllm_config: Any, kv_cache_config: An
     ranks = int(vllm_config.parallel_config.tensor_parallel_size)
     per_rank = -(-draft_weight_bytes(spec.draft_model_config.model) // ranks)
     return int(-(-per_rank // per_block))
+
+
+def _alias_ballast(settings: LiveSettings, vllm_config: Any, kv_cache_config: Any) -> int:
+    """The aliased draft's region, from its files' shapes and the KV layout.
+
+    A ``--ballast-blocks`` below that is refused with the number to give (raised in
+    the scheduler's constructor, so the user gets one line and exit 2 before any
+    worker tries to place the weights); a larger one is kept.
+    """
+    from nightjar.live.residency.alias_size import alias_ballast_blocks
+
+    needed = alias_ballast_blocks(vllm_config, kv_cache_config)
+    given = settings.ballast_blocks
+    if given is None:
+        return int(needed)
+    if given < needed:
+        raise ValueError(
+            f"nightjar: --alias-draft needs a ballast of at least {needed} KV blocks "
+            f"for the draft's weights, got --ballast-blocks {given}: give "
+            f"--ballast-blocks {needed} or leave it out (sized automatically)"
+        )
+    return int(given)
 
 
 def kv_bytes_per_block(kv_cache_config: Any) -> int:

@@ -2,15 +2,29 @@
 
 Fitted to Microsoft Vidur's measured per-layer op times (MIT licence),
 github.com/microsoft/vidur commit 7d47513, data/profiling/compute/<gpu>/*/mlp.csv
-(six Llama-shaped models, TP 1-8, 1-4096 tokens). Median |error| per op row:
+(six Llama-shaped models, TP 1-8, 1-4096 tokens).
+h200: measured rows from benchmarks/measured/h200/ops.csv (not Vidur's; method in
+    its folder's README.md).
+h200: norm, rope, act coefficients taken from h100 (no rows).
+Median |error| per op row:
 a100 8.4%, p90 25.2% over 79092 rows (time-weighted 4.1%).
 a40 8.8%, p90 22.5% over 46620 rows (time-weighted 6.7%).
 h100 10.3%, p90 27.8% over 46620 rows (time-weighted 7.2%).
+h200 4.9%, p90 11.3% over 910 rows (time-weighted 5.9%).
 """
 
 from nightjar.calibration.ops import ElemFit, OpFit
 
 VIDUR_COMMIT = "7d47513"
+
+# Peak dense bf16 FLOP/s and memory bandwidth (bytes/s) each table's efficiencies are
+# fractions of; their ratio, the ridge point, scales a borrowed fit (fits.py).
+FIT_SPECS: dict[str, tuple[float, float]] = {
+    "a100": (3.12e+14, 2.039e+12),
+    "a40": (1.497e+14, 6.96e+11),
+    "h100": (9.894e+14, 3.35e+12),
+    "h200": (9.895e+14, 4.8e+12),
+}
 
 FITS: dict[str, OpFit] = {
     "a100": OpFit(
@@ -47,6 +61,18 @@ FITS: dict[str, OpFit] = {
             "rope": ElemFit(mem_eff=0.54128, launch_s=2.6852e-06),
             "act": ElemFit(mem_eff=0.60905, launch_s=3.4225e-06),
             "add": ElemFit(mem_eff=1, launch_s=1.26753e-06),
+        },
+    ),
+    "h200": OpFit(
+        gemm_eff_max=0.736961,
+        gemm_tokens_half=1.26745,
+        gemm_mem_eff=0.857419,
+        gemm_launch_s=4.30158e-06,
+        elem={
+            "norm": ElemFit(mem_eff=0.452052, launch_s=4.51602e-06),
+            "rope": ElemFit(mem_eff=0.54128, launch_s=2.6852e-06),
+            "act": ElemFit(mem_eff=0.60905, launch_s=3.4225e-06),
+            "add": ElemFit(mem_eff=0.853593, launch_s=1.62397e-06),
         },
     ),
 }

@@ -141,7 +141,8 @@ def add_parser(sub: Any) -> None:
         "--alias-draft",
         action="store_true",
         help="keep the draft's weights inside the withheld KV blocks (real reclaim; on CPU "
-        "the draft's linears run slower, docs/kernels.md; give --ballast-blocks if asked)",
+        "the draft's linears run slower, docs/kernels.md); needs --offload on; the ballast "
+        "is sized from the draft's tensor shapes",
     )
     p.add_argument(
         "--ballast-blocks",
@@ -350,6 +351,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.ballast_blocks is not None and args.ballast_blocks < 0:
         raise NightjarInputError(f"--ballast-blocks must be >= 0, got {args.ballast_blocks}")
+    if args.alias_draft and memory is None and not args.forced_residency:
+        # Without the memory controller no ballast is withheld: the KV pool would
+        # hand out the very blocks that hold the draft's weights.
+        raise NightjarInputError("--alias-draft needs --offload on (the ballast holds the draft)")
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
@@ -445,6 +450,8 @@ def _replay_all(
         slo=slo_from_args(args),
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
+    for line in off_grid_lines(results):
+        console.print(line)
     write_all(
         result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
         fmt=args.format,
@@ -466,6 +473,21 @@ def _write_step_tables(result_set: Any, out: Path) -> None:
         except NightjarInputError:
             continue  # e.g. a run that never changed gamma has no per-gamma table
         (out / run.slug / "step_table.json").write_text(json.dumps(table.to_json(), indent=1))
+
+
+def off_grid_lines(results: list[Any]) -> list[str]:
+    """One line per live run whose policy looked the profile up off its grid (the
+    summary's ``off_grid_lookups``, from ``Clamped``): those were priced at the edge."""
+    lines = []
+    for r in results:
+        lookups = int(r.extra.get("off_grid_lookups", 0.0))
+        if lookups:
+            steps = int(r.extra.get("off_grid_steps", 0.0))
+            lines.append(
+                f"{r.policy}: {lookups} profile lookups in {steps} steps lay outside the "
+                "profile's table and were priced at its edge (off_grid_lookups)"
+            )
+    return lines
 
 
 def _head(trace: Any, n: int) -> Any:

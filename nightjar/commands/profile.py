@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -359,7 +360,7 @@ def _show(name: str, context: float) -> int:
             f"tensor parallel {tp}: memory and KV blocks are per GPU; two all-reduces per "
             "layer per forward in every step time"
         )
-    _show_overheads(console, p.to_json().get("roofline"))
+    _show_overheads(console, p.to_json().get("roofline"), p.to_json().get("notes"))
     console.print(f"command: {p.command}")
     return 0
 
@@ -376,7 +377,7 @@ _OVERHEAD_KEYS = (
 )
 
 
-def _show_overheads(console: Any, roof: Any) -> None:
+def _show_overheads(console: Any, roof: Any, notes: Any = None) -> None:
     """The roofline's kernel table, verify model and overhead terms with their sources."""
     from rich.table import Table
 
@@ -385,10 +386,16 @@ def _show_overheads(console: Any, roof: Any) -> None:
     if not isinstance(roof, dict) or "forward_overhead_s" not in roof:
         return  # a measured profile, or one made before the calibrated roofline
     mode = str(roof.get("execution", "graph"))
+    fit = str(roof.get("op_fit", "?"))
+    whose = "Vidur's " if fit in ("a100", "a40", "h100") else "measured "
     console.print(
-        f"roofline: kernels fitted to Vidur's {str(roof.get('op_fit', '?')).upper()} op "
+        f"roofline: kernels fitted to {whose}{fit.upper()} op "
         f"tables, {mode} execution, verify attention {roof.get('verify_attention', '?')}"
     )
+    # A borrowed fit's GEMM half-efficiency token count, scaled by the ridge point.
+    scaled = re.search(r"GEMM half-efficiency token count scaled[^;]*", str(notes or ""))
+    if scaled:
+        console.print(scaled.group(0))
     table = Table("term", "us", "source", title="overhead terms")
     for key, term, label in _OVERHEAD_KEYS:
         value = roof.get(key)

@@ -51,6 +51,19 @@ def test_draft_footprint_beyond_the_pool_is_one_line(tiny: Any, make_llm: Any) -
     assert "leaked" not in done.stderr
 
 
+@pytest.mark.slow
+def test_aliased_draft_with_too_small_a_ballast_is_one_line(tiny: Any, make_llm: Any) -> None:
+    # The region the draft's shapes need is known in the scheduler, before any worker
+    # places the weights: one line naming the value, exit 2.
+    done = _serve(tiny, "--offload", "on", "--alias-draft", "--ballast-blocks", "2")
+    lines = _lines(done.stderr)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert [line for line in lines if "nightjar: error" in line] == [lines[-1]]
+    assert "--alias-draft needs a ballast of at least" in lines[-1], lines[-1]
+    assert "got --ballast-blocks 2: give --ballast-blocks" in lines[-1], lines[-1]
+
+
 def test_unknown_vllm_flag_is_one_line(tiny: Any, make_llm: Any) -> None:
     done = _serve(tiny, "--", "--no-such-vllm-flag")
     lines = _lines(done.stderr)
