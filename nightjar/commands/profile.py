@@ -338,6 +338,11 @@ def _show(name: str, context: float) -> int:
             table.add_row(str(b), *[f"{p.step_time_s(b, g, context) * 1e3:.2f}" for g in gammas])
     console = Console()
     console.print(table)
+    from nightjar.profile_check import warning
+
+    check = warning(p.to_json())
+    if check:
+        console.print(check, markup=False)
     mem = p.memory
     with_d, without = mem.kv_blocks(True), mem.kv_blocks(False)
     share = 1 - with_d / without if without else 0.0

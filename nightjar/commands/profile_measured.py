@@ -188,4 +188,9 @@ def run_measured(args: argparse.Namespace) -> int:
         f"{profile.step_time_s(b, g, c) * 1e3:.1f} ms at gamma {g}; KV blocks "
         f"{data['measured']['kv_blocks']['with_draft']} with the draft"
     )
+    from nightjar.profile_check import warning
+
+    check = warning(data)
+    if check:
+        print(check, file=sys.stderr)
     return 0

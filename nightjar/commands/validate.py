@@ -74,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
                     max_num_seqs=args.max_num_seqs,
                     max_num_batched_tokens=args.max_num_batched_tokens)
     console = Console()
+    from nightjar.profile_check import warning
+
+    check = warning(profile.to_json())
+    if check:
+        console.print(check, markup=False)
     if args.max_num_seqs > profile.max_batch_size:
         console.print(f"note: the profile's largest batch is {profile.max_batch_size}; the "
                       f"simulator runs at most that many requests (live: {args.max_num_seqs})")
