@@ -19,8 +19,12 @@ def _live_command(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_priced_batch_is_the_scheduled_batch(tiny: Any, tmp_path: Path) -> None:
-    # One request decodes; then a burst of 8 arrives at once and is admitted together.
-    reqs = [{"arrival_s": 0.0, "prompt_tokens": 16, "output_tokens": 40}]
+    # One request decodes (long enough to still run when the burst comes, on a fast or
+    # a loaded machine); then a burst of 8 arrives at once. How many of the 8 one step
+    # admits depends on how the replay's submissions interleave with the engine's steps
+    # (on a loaded machine one by one), so the test asks for admission while decoding,
+    # and the equality on every step is the point.
+    reqs = [{"arrival_s": 0.0, "prompt_tokens": 16, "output_tokens": 160}]
     reqs += [{"arrival_s": 0.6, "prompt_tokens": 20 + 3 * i, "output_tokens": 6}
              for i in range(8)]
     trace = tmp_path / "t.json"
@@ -34,6 +38,7 @@ def test_the_priced_batch_is_the_scheduled_batch(tiny: Any, tmp_path: Path) -> N
     steps = [r for r in rows if r["kind"] == "step" and r["scheduled"]]
     assert steps
     admitting = [r for r in steps if r["prefill_tokens"] and r["batch_size"]]
-    assert any(r["scheduled"] - r["batch_size"] >= 2 for r in admitting)  # a burst admitted
+    shown = [(r["batch_size"], r["scheduled"], r["priced_batch"]) for r in steps[:40]]
+    assert any(r["scheduled"] > r["batch_size"] for r in admitting), shown  # admitted while decoding
     for r in steps:
         assert r["priced_batch"] == r["scheduled"], r
