@@ -3,7 +3,6 @@ verify-attention model, and the overhead terms in profiles and ``profile --show`
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +19,7 @@ from nightjar.cli import main
 from nightjar.hardware import get_gpu, get_model
 from nightjar.profile import bundled_profiles, load_profile
 from nightjar.roofline import RooflineParams, draft_s, eager_params, verify_s
+from tests.scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 # Bounds on the committed extract (7 token counts, TP 1-2, 6-7 models per GPU). The
@@ -30,11 +30,7 @@ MEDIAN_BOUND, P90_BOUND, WEIGHTED_BOUND = 0.15, 0.50, 0.10
 
 
 def _fit_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fit_vidur", ROOT / "benchmarks/fit_vidur.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fit_vidur")
 
 
 def test_fit_error_on_committed_extract_is_bounded() -> None:

@@ -4,7 +4,6 @@ H20-like sanity case, and extra measured CSVs in ``benchmarks/fit_vidur.py``."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +19,7 @@ from nightjar.cli import main
 from nightjar.gpu_spec import parse_gpu_spec
 from nightjar.hardware import GPUS, get_gpu, get_model
 from nightjar.profile import load_profile
+from tests.scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 H20 = "name=h20,bf16_tflops=148,memory_bandwidth_gb_s=4000,memory_gib=95.6,host_link_gb_s=50"
@@ -30,11 +30,7 @@ H20 = "name=h20,bf16_tflops=148,memory_bandwidth_gb_s=4000,memory_gib=95.6,host_
 VIDUR_FITS = {k: FITS[k] for k in ("a100", "a40", "h100")}
 
 def _fit_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fit_vidur", ROOT / "benchmarks/fit_vidur.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fit_vidur")
 
 
 @pytest.mark.parametrize("gpu_name", sorted(GPUS))

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import pytest
 
@@ -14,6 +13,7 @@ from nightjar.hardware import get_gpu, get_model
 from nightjar.profile import Profile, load_profile
 from nightjar.roofline import build_profile
 from nightjar.tensor_parallel import ALL_REDUCE_FIT, all_reduce_s, comm_s, shard
+from tests.scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 TP_PROFILE = "h100-80gb-tp2/deepseek-r1-distill-qwen-32b+qwen2.5-0.5b"
@@ -67,12 +67,8 @@ def test_all_reduce_model() -> None:
     assert all_reduce_s(rtx, 2, 64 << 20) > 5 * big
 
 
-def _load_fit_script() -> Any:
-    spec = importlib.util.spec_from_file_location("fit", ROOT / "benchmarks" / "fit_all_reduce.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _load_fit_script() -> ModuleType:
+    return load_benchmark("fit_all_reduce")
 
 
 def test_fit_coefficients_come_from_the_committed_table() -> None:
