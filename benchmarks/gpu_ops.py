@@ -27,6 +27,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from torch_decoder import graph_ms
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACT = ROOT / "benchmarks" / "vidur" / "extract.csv"
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -78,30 +81,8 @@ def time_launches(launch: list, device: torch.device) -> float:  # type: ignore[
 
     if TIMING == "events" and device.type == "cuda":
         return time_each(launch, device)
-    if device.type != "cuda":
-        run()
-        start = time.perf_counter()
-        run()
-        return (time.perf_counter() - start) / len(launch)
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        run()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    graph.replay()
-    times = []
-    for _ in range(3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e-3 / len(launch))
-    del graph
-    return statistics.median(times)
+    # Median of a few replays of one graph holding every launch (GPU time only).
+    return graph_ms(run, device, reps=3) * 1e-3 / len(launch)
 
 
 def measure_gemm(t: int, k: int, n: int, device: torch.device, dtype: torch.dtype) -> float:

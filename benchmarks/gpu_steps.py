@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from torch_decoder import Decoder, Shape, cache_bytes, eager_ms, gib, graph_ms, kernel_count
+from torch_decoder import Decoder, cache_bytes, eager_ms, gib, graph_ms, kernel_count
 
 from nightjar.hardware import get_model
 
@@ -42,16 +42,10 @@ CONTEXT = 512
 VOCAB_ROWS = 152064
 
 
-def shape_of(name: str) -> Shape:
-    m = get_model(name)
-    return Shape(m.layers, m.hidden, m.intermediate, m.heads, m.kv_heads, m.head_dim,
-                 m.vocab, m.qkv_bias, m.tied_embeddings)
-
-
 def measure_model(
     name: str, device: torch.device, dtype: torch.dtype, quick: bool
 ) -> dict[str, Any]:
-    s = shape_of(name)
+    s = get_model(name)
     batches = BATCHES[:2] if quick else BATCHES
     prompts = PROMPTS[:1] if quick else PROMPTS
     max_len = max(CONTEXT + 1, max(prompts))

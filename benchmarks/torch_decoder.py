@@ -17,23 +17,11 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    qkv_bias: bool = False
-    tied: bool = False
+from nightjar.hardware import ModelArch
 
 
 def _sync(device: torch.device) -> None:
@@ -87,7 +75,7 @@ class Decoder:
     """Weights and a KV cache for ``batch`` sequences of up to ``max_len`` positions."""
 
     def __init__(
-        self, s: Shape, batch: int, max_len: int, device: torch.device, dtype: torch.dtype
+        self, s: ModelArch, batch: int, max_len: int, device: torch.device, dtype: torch.dtype
     ) -> None:
         self.s, self.device, self.dtype = s, device, dtype
         gen = torch.Generator(device=device).manual_seed(0)
@@ -110,7 +98,7 @@ class Decoder:
             for _ in range(s.layers)
         ]
         self.embed = w(s.vocab, s.hidden)
-        self.head = self.embed if s.tied else w(s.vocab, s.hidden)
+        self.head = self.embed if s.tied_embeddings else w(s.vocab, s.hidden)
         self.norm = torch.ones(s.hidden, device=device, dtype=dtype)
         cache = (s.layers, batch, s.kv_heads, max_len, s.head_dim)
         self.k = w(*cache)
@@ -179,13 +167,13 @@ def gib(nbytes: float) -> float:
     return nbytes / 2**30
 
 
-def cache_bytes(s: Shape, batch: int, max_len: int, dtype_bytes: int = 2) -> int:
+def cache_bytes(s: ModelArch, batch: int, max_len: int, dtype_bytes: int = 2) -> int:
     return 2 * s.layers * batch * s.kv_heads * max_len * s.head_dim * dtype_bytes
 
 
-def weight_bytes(s: Shape, dtype_bytes: int = 2) -> int:
+def weight_bytes(s: ModelArch, dtype_bytes: int = 2) -> int:
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
     layer = (q + 2 * kv) * s.hidden + q * s.hidden + 3 * s.hidden * s.intermediate
-    embed = s.vocab * s.hidden * (1 if s.tied else 2)
+    embed = s.vocab * s.hidden * (1 if s.tied_embeddings else 2)
     return (s.layers * layer + embed) * dtype_bytes
 
