@@ -31,6 +31,19 @@ def _workload() -> tuple[list[list[int]], list[int]]:
 BASE = dict(max_model_len=256, max_num_seqs=4, kv_cache_bytes=16 << 20)
 
 
+def _tp2_spec(tiny: Any, log: Path, alias: bool = False) -> EngineSpec:
+    """TP = 2 with the draft, gamma cycling and one forced offload/reload cycle."""
+    settings = LiveSettings(
+        policy="cycle:3,0,2/2",
+        gamma_max=3,
+        step_log=str(log),
+        draft_kv="skip",
+        alias=alias,
+        forced_residency=FORCED,
+    )
+    return EngineSpec(str(tiny.target), str(tiny.draft), settings, tensor_parallel_size=2, **BASE)
+
+
 @pytest.fixture(scope="module")
 def reference(tiny: Any, make_llm: Any, run_greedy: Any) -> list[list[int]]:
     """TP = 1 without speculation: the output every TP = 2 run must reproduce."""
@@ -44,18 +57,8 @@ def test_tp2_is_lossless_with_gamma_switching_and_an_offload_cycle(
     tiny: Any, make_llm: Any, run_greedy: Any, tmp_path: Path, reference: list[list[int]]
 ) -> None:
     prompts, max_tokens = _workload()
-    base = BASE
-
     log = tmp_path / "steps.jsonl"
-    settings = LiveSettings(
-        policy="cycle:3,0,2/2",
-        gamma_max=3,
-        step_log=str(log),
-        draft_kv="skip",
-        forced_residency=FORCED,
-    )
-    spec = EngineSpec(str(tiny.target), str(tiny.draft), settings, tensor_parallel_size=2, **base)
-    with make_llm(spec) as llm:
+    with make_llm(_tp2_spec(tiny, log)) as llm:
         got = run_greedy(llm, prompts, max_tokens)
         counts = llm.collective_rpc("nightjar_draft_counts")
 
@@ -80,16 +83,7 @@ def test_tp2_aliased_draft_is_lossless_and_inside_each_ranks_kv(
     """Each rank aliases its own draft shard into its own KV region (sized per rank)."""
     prompts, max_tokens = _workload()
     log = tmp_path / "steps.jsonl"
-    settings = LiveSettings(
-        policy="cycle:3,0,2/2",
-        gamma_max=3,
-        step_log=str(log),
-        draft_kv="skip",
-        alias=True,
-        forced_residency=FORCED,
-    )
-    spec = EngineSpec(str(tiny.target), str(tiny.draft), settings, tensor_parallel_size=2, **BASE)
-    with make_llm(spec) as llm:
+    with make_llm(_tp2_spec(tiny, log, alias=True)) as llm:
         run_greedy(llm, [[5, 6, 7]], [1])  # each worker aliases at its first step
         reports = llm.collective_rpc("nightjar_alias_report")
         got = run_greedy(llm, prompts, max_tokens)
