@@ -16,18 +16,18 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import fit_vidur  # noqa: E402
 
 from nightjar.calibration.fits import fit_for  # noqa: E402
 from nightjar.calibration.ops import gemm_times_s  # noqa: E402
 from nightjar.hardware import GPU, get_gpu, get_model  # noqa: E402
 from nightjar.roofline import RooflineParams, forward_s, prefill_s, resolve  # noqa: E402
-
-GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 
 
 def _fit(gpu: GPU):  # type: ignore[no-untyped-def]
@@ -36,17 +36,10 @@ def _fit(gpu: GPU):  # type: ignore[no-untyped-def]
 
 
 def gemm_table(ops: pd.DataFrame, gpu: GPU) -> str:
-    g = ops[ops["op"].isin(GEMMS)].copy()
-    h = g["n_embd"].astype(float)
-    heads, kv, tp = g["n_head"].astype(float), g["n_kv_head"].astype(float), g["tp"].astype(float)
-    hd, inter = h / heads, g["n_expanded_embd"].astype(float) / tp
-    op = g["op"]
-    k = np.select([op == "attn_pre_proj", op == "attn_post_proj", op == "mlp_up_proj"],
-                  [h, heads * hd / tp, h], inter)
-    n = np.select([op == "attn_pre_proj", op == "attn_post_proj", op == "mlp_up_proj"],
-                  [(heads + 2 * kv) * hd / tp, h, 2 * inter], h)
+    g = ops[ops["op"].isin(fit_vidur.GEMMS)].reset_index(drop=True)
+    d = fit_vidur.design(g)  # each row's GEMM shape, as the fit prices it
     pred = gemm_times_s(_fit(gpu), gpu.peak_flops, gpu.mem_bandwidth_bytes_per_s,
-                        g["tokens"].to_numpy(float), k, n)
+                        d["t"], d["k"], d["n"])
     g["err"] = pred / g["measured_s"].to_numpy(float) - 1
     lines = ["| tokens | rows | median error | median abs error |", "|---|---|---|---|"]
     for lo, hi in ((1, 64), (128, 512), (1024, 4096)):
@@ -125,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", default="h200", help="the catalogue GPU that prices them")
     args = ap.parse_args(argv)
     gpu = get_gpu(args.gpu)
-    ops = pd.read_csv(args.dir / "ops.csv", comment="#")
+    ops = fit_vidur.load_measured(args.dir / "ops.csv")
     steps = json.loads((args.dir / "steps.json").read_text())
     att = pd.read_csv(args.dir / "attention.csv", comment="#")
     print(f"#### GEMMs: fitted model ({resolve(RooflineParams(), gpu).op_fit} fit at "

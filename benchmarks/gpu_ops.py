@@ -28,29 +28,24 @@ import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import fit_vidur
 from torch_decoder import graph_ms
 
-ROOT = Path(__file__).resolve().parents[1]
-EXTRACT = ROOT / "benchmarks" / "vidur" / "extract.csv"
+EXTRACT = fit_vidur.EXTRACT
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-SHAPE = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp"]
+SHAPE = list(fit_vidur.SHAPE)  # the extract's shape columns
 REPS = 10
 TIMING = "graph"  # or "events" (--timing)
 L2_MARGIN = 2 * 64 << 20  # bytes the rotating copies must exceed (H100/H200: 50/60 MB L2)
 
 
 def gemm_shapes(row: pd.Series, tp: int) -> dict[str, tuple[int, int]]:
-    """(k, n) of each projection GEMM of one TP rank, as fit_vidur.design prices them."""
-    h, heads, kv = int(row.n_embd), int(row.n_head), int(row.n_kv_head)
-    hd = h // heads
-    inter = int(row.n_expanded_embd) // tp
-    gated = str(row.use_gated_mlp).lower() == "true"
-    return {
-        "attn_pre_proj": (h, (heads + 2 * kv) * hd // tp),
-        "attn_post_proj": (heads * hd // tp, h),
-        "mlp_up_proj": (h, (2 if gated else 1) * inter),
-        "mlp_down_proj": (inter, h),
-    }
+    """(k, n) of each projection GEMM of one TP rank: fit_vidur.design's shapes."""
+    rows = pd.DataFrame([{**row[SHAPE].to_dict(), "tp": tp, "tokens": 1, "op": op}
+                         for op in fit_vidur.GEMMS])
+    d = fit_vidur.design(rows)
+    return {op: (int(k), int(n)) for op, k, n in zip(fit_vidur.GEMMS, d["k"], d["n"], strict=True)}
 
 
 def time_each(launch: list, device: torch.device) -> float:  # type: ignore[type-arg]
