@@ -12,7 +12,7 @@ eager numbers are launch-bound; ``--graph`` times CUDA-graph replays instead.
 Usage: python benchmarks/alias_chunked.py [--device cpu|cuda] [--rounds 7] [--calls 30]
        [--cases tiny-small,tiny-default,qwen-0.5b] [--dtype bfloat16] [--graph]
        (needs torch: the live venv)
-Each cell is the mean of ``rounds`` medians with its 95% interval (nightjar.stats);
+Each cell is the mean of ``rounds`` medians with its 95% interval (nightjar.results.stats);
 "A beats B" only where the intervals separate. The qwen-0.5b case (151,936 x 896)
 is meant for CUDA (bf16); on a shared CPU it takes minutes.
 """
@@ -28,7 +28,7 @@ from functools import partial
 import torch
 
 from nightjar.live.residency.alias import PIECE_ROWS, chunked_embedding, chunked_linear
-from nightjar.stats import compare, mean_interval
+from nightjar.results.stats import compare, mean_interval
 
 # (vocab, hidden, pieces of the embedding/LM head as benchmarks/alias_layout.py plans them)
 CASES = {

@@ -11,7 +11,7 @@ lm_head at several token counts M (= batch x (gamma + 1)) both ways, and the rep
 Usage (live venv, libiomp5 preloaded):
     python benchmarks/alias_linear.py [--rounds 7] [--calls 30]
 Timings on a shared machine are noisy: each cell is the mean of ``rounds`` medians
-with its 95% interval (nightjar.stats); "A beats B" only where intervals separate.
+with its 95% interval (nightjar.results.stats); "A beats B" only where intervals separate.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from nightjar.live.tiny import SMALL, TinySpec
-from nightjar.stats import compare, mean_interval
+from nightjar.results.stats import compare, mean_interval
 
 
 def draft_shapes(spec: TinySpec) -> list[tuple[str, int, int]]:

@@ -1,4 +1,4 @@
-"""Derive the all-reduce table and fit that ``nightjar.tensor_parallel`` uses.
+"""Derive the all-reduce table and fit that ``nightjar.roofline.tensor_parallel`` uses.
 
 Source: Microsoft Vidur (MIT licence, github.com/microsoft/vidur, commit 7d47513),
 ``data/profiling/network/{a100,h100}_dgx/all_reduce.csv``: NCCL all-reduce times on

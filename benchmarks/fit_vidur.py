@@ -13,13 +13,13 @@ Without ``--vidur`` it fits the committed extract (``benchmarks/vidur/extract.cs
 which is what the tests check. ``--extra`` adds measured rows in the extract's format
 (``gpu,model,tp,tokens,n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,op,
 measured_s``), e.g. another GPU's own op timings; a GPU Vidur did not measure takes its
-peak and bandwidth from the catalogue (``nightjar.hardware``) and gets its own fit.
-``--write-coefficients`` rewrites ``nightjar/calibration/fitted.py``;
+peak and bandwidth from the catalogue (``nightjar.roofline.hardware``) and gets its own fit.
+``--write-coefficients`` rewrites ``nightjar/roofline/calibration/fitted.py``;
 ``--write-extract`` rewrites the extract (Vidur rows only); ``--markdown`` prints
 docs/profiles.md's fitted-vs-measured tables; ``--transfer`` prints the
 leave-one-GPU-out table: fitted on GPU X, X's coefficients predict GPU Y's rows, with
 X's ``gemm_tokens_half`` as it is (``borrowed``, the old rule), scaled by the ridge
-ratio (``ridge``, the roofline's rule, ``nightjar.calibration.fits``), or set to Y's
+ratio (``ridge``, the roofline's rule, ``nightjar.roofline.calibration.fits``), or set to Y's
 ridge times the mean fraction of the ridge over the fitted GPUs other than Y
 (``pooled``); ``own`` rows (Y's own fit) are the floor. The extract's seven token counts pin
 ``gemm_tokens_half`` loosely (a refit on it gives 38 / 72 / 88 tokens against 95 / 136 /
@@ -50,23 +50,23 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
-from nightjar.calibration.fits import DEFAULT_FIT, FIT_FOR_GPU, ridge_scaled
-from nightjar.calibration.fitted import FITS
-from nightjar.calibration.ops import (
+from nightjar.roofline.calibration.fits import DEFAULT_FIT, FIT_FOR_GPU, ridge_scaled
+from nightjar.roofline.calibration.fitted import FITS
+from nightjar.roofline.calibration.ops import (
     ELEMENT_CLASSES,
     ElemFit,
     OpFit,
     elementwise_times_s,
     gemm_times_s,
 )
-from nightjar.hardware import GPUS
+from nightjar.roofline.hardware import GPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACT = ROOT / "benchmarks" / "vidur" / "extract.csv"
 COEFFS = ROOT / "nightjar" / "calibration" / "fitted.py"
 VIDUR_COMMIT = "7d47513"
 # Peak dense bf16 FLOP/s and memory bandwidth the efficiencies are relative to.
-# a100 and h100 are the catalogue's SXM entries (nightjar/hardware.py); a40 is NVIDIA's
+# a100 and h100 are the catalogue's SXM entries (nightjar/roofline/hardware.py); a40 is NVIDIA's
 # A40 datasheet (149.7 TFLOP/s bf16 dense, 696 GB/s). If Vidur's cards were other
 # SKUs, the difference is absorbed into the fitted efficiencies.
 SPECS = {"a100": (312e12, 2.039e12), "h100": (989.4e12, 3.35e12), "a40": (149.7e12, 696e9)}
@@ -356,7 +356,7 @@ def write_coefficients(
             f"{gpu} {row['50%']:.1%}, p90 {row['90%']:.1%} over {int(row['count'])} rows "
             f"(time-weighted {row['weighted']:.1%})."
         )
-    lines += ['"""', "", "from nightjar.calibration.ops import ElemFit, OpFit", ""]
+    lines += ['"""', "", "from nightjar.roofline.calibration.ops import ElemFit, OpFit", ""]
     lines += [f'VIDUR_COMMIT = "{VIDUR_COMMIT}"', ""]
     lines += [
         "# Peak dense bf16 FLOP/s and memory bandwidth (bytes/s) each table's efficiencies are",

@@ -21,7 +21,7 @@ step at the same B, minus one; per-token tax likewise per emitted token (equal
 unless the engines emit differently, which at K = 0 they do not). The three
 engines stay up together and serve each phase one after the other, so every repeat
 compares engines seconds apart; the 95% intervals are over the repeats' ratios
-(``nightjar.stats``). Goal (issue 14):
+(``nightjar.results.stats``). Goal (issue 14):
 ``skip`` within 2% of ``no draft``. Wall times on a shared CPU are noisy: look at
 ``uptime`` and repeat.
 """
@@ -37,10 +37,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nightjar.core.records import StepRecord
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
-from nightjar.records import StepRecord
-from nightjar.stats import Interval, mean_interval
+from nightjar.results.stats import Interval, mean_interval
 
 BATCHES = (1, 8, 32)
 # The prefill phase: 24 prompts of 200 tokens at once, 2 output tokens (the

@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fit_vidur  # noqa: E402
 
-from nightjar.calibration.fits import fit_for  # noqa: E402
-from nightjar.calibration.ops import gemm_times_s  # noqa: E402
-from nightjar.hardware import GPU, get_gpu, get_model  # noqa: E402
-from nightjar.roofline import RooflineParams, forward_s, prefill_s, resolve  # noqa: E402
+from nightjar.roofline.calibration.fits import fit_for  # noqa: E402
+from nightjar.roofline.calibration.ops import gemm_times_s  # noqa: E402
+from nightjar.roofline.hardware import GPU, get_gpu, get_model  # noqa: E402
+from nightjar.roofline.model import RooflineParams, forward_s, prefill_s, resolve  # noqa: E402
 
 
 def _fit(gpu: GPU):  # type: ignore[no-untyped-def]

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from torch_decoder import Decoder, cache_bytes, eager_ms, gib, graph_ms, kernel_count
 
-from nightjar.hardware import get_model
+from nightjar.roofline.hardware import get_model
 
 MODELS = ("llama-3.1-8b", "deepseek-r1-distill-qwen-7b", "qwen2.5-0.5b", "vicuna-68m")
 BATCHES = (1, 4, 16, 64, 256)

@@ -8,7 +8,7 @@ the controller's original rule (offload only after the policy chose gamma 0:
 ``gamma0``) and with the joint rule (``joint``: also when the step-time model says
 the draft's blocks are worth more to waiting requests than speculation buys), plus
 ``nospec`` (no draft at all) for reference. Each row is a mean with its 95%
-interval over seeds (``nightjar.stats``); the ``joint - gamma0`` rows are the
+interval over seeds (``nightjar.results.stats``); the ``joint - gamma0`` rows are the
 per-seed (paired: same trace, same acceptance draws) differences.
 """
 
@@ -18,13 +18,13 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from nightjar.memory import MemoryConfig
-from nightjar.metrics import Summary, summarize
-from nightjar.profile import load_profile
-from nightjar.records import RunResult
+from nightjar.core.memory import MemoryConfig
+from nightjar.core.records import RunResult
+from nightjar.profile.model import load_profile
+from nightjar.results.metrics import Summary, summarize
+from nightjar.results.stats import mean_interval
 from nightjar.sim import SimConfig, simulate
-from nightjar.stats import mean_interval
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 
 H100 = "h100-80gb/llama-3.1-8b+llama-3.2-1b"
 METRICS: dict[str, Callable[[Summary, RunResult], float]] = {

@@ -22,7 +22,7 @@ to requests and the burst's queue waits for blocks:
 
 Arms alternate within each repeat (joint, gamma0, joint, gamma0, ...) so that drift
 in the machine's load hits both. The table gives per-run figures, then each metric's
-mean ± 95% interval over the repeats (``nightjar.stats``); at each offload it prints
+mean ± 95% interval over the repeats (``nightjar.results.stats``); at each offload it prints
 the policy's chosen gamma on the ``k_offload`` steps before it, the waiting queue and
 the free blocks. Wall times on a shared CPU are noisy: read ``uptime`` alongside.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nightjar.live.steplog import LogContents, read_log
-from nightjar.stats import mean_interval
+from nightjar.results.stats import mean_interval
 
 HERE = Path(__file__).resolve().parent
 TRACE = HERE / "joint_residency_live.json"

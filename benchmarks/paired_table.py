@@ -7,7 +7,7 @@ contexts" section of docs/policies.md: per policy the mean and 95% interval over
 the seeds of throughput, TTFT and TPOT (and SLO attainment with ``--slo``), then
 ``REF minus it`` per seed, on the same arrivals and acceptance draws (each seed
 re-draws both, for every policy alike), with its mean and 95% interval
-(``nightjar.stats.mean_interval``). A paired interval that excludes 0 is a
+(``nightjar.results.stats.mean_interval``). A paired interval that excludes 0 is a
 difference the run shows; one that includes 0 is not.
 """
 
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from nightjar.stats import mean_interval
+from nightjar.results.stats import mean_interval
 
 Row = dict[str, str]
 COLUMNS: dict[str, tuple[Callable[[Row], float], str]] = {

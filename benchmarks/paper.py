@@ -45,14 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
-from nightjar.metrics import summarize
-from nightjar.profile import load_profile
-from nightjar.regret import regret
+from nightjar.profile.model import load_profile
+from nightjar.results.metrics import summarize
+from nightjar.results.regret import regret
+from nightjar.results.stats import Interval, mean_interval
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
 from nightjar.sim.runner import request_acceptance
-from nightjar.stats import Interval, mean_interval
-from nightjar.trace import Trace, load_trace, materialize
-from nightjar.trace_schema import parse_trace_json
+from nightjar.trace.model import Trace, load_trace, materialize
+from nightjar.trace.schema import parse_trace_json
 
 GAMMA_MAX = 3
 OURS = ("a100-80gb/vicuna-13b+vicuna-68m", "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")
@@ -246,11 +246,11 @@ def correction_rows(seeds: int) -> list[dict[str, float | str]]:
     policy tests (the synthetic loop: no queueing, outcomes one step late). Excess =
     ``T(B, g) / tau(g)`` of the chosen gamma over the minimum over gammas, minus 1.
     """
-    from nightjar.bandit import expected_tokens
+    from nightjar.core.estimators import expected_tokens
+    from nightjar.core.policy import PolicyEnv
+    from nightjar.policies.harness import KneeLatency, run_loop
     from nightjar.policies.nightjar_plus import NightjarPlusPolicy
-    from nightjar.policy import PolicyEnv
-    from nightjar.priors import ScaledLatency, SpecScaledLatency
-    from nightjar.testing.synthetic_loop import KneeLatency, run_loop
+    from nightjar.profile.priors import ScaledLatency, SpecScaledLatency
 
     lat = KneeLatency()
     rows: list[dict[str, float | str]] = []
@@ -488,7 +488,7 @@ def _code_fingerprint() -> str:
     invalidates the cache (a stale cache once published old numbers as new)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1()
-    for pattern in ("nightjar/**/*.py", "sim/**/*.py", "profiles/*.json", "traces/*.json",
+    for pattern in ("nightjar/**/*.py", "nightjar/profiles/*.json", "nightjar/traces/*.json",
                     "benchmarks/paper.py"):
         for f in sorted(root.glob(pattern)):
             h.update(f.relative_to(root).as_posix().encode())

@@ -14,9 +14,9 @@ import argparse
 import statistics
 import time
 
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.testing.synthetic_loop import KneeLatency, run_loop
-from nightjar.types import StepContext, StepOutcome
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import StepContext, StepOutcome
+from nightjar.policies.harness import KneeLatency, run_loop
 
 POLICIES = [
     "nightjar", "nightjar+", "dsd", "banditspec", "banditspec-exp3", "sglang", "tetris", "oracle",

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 
-from nightjar.metrics import summarize
-from nightjar.profile import load_profile
-from nightjar.records import RunResult
-from nightjar.regret import regret, regret_curve
+from nightjar.core.records import RunResult
+from nightjar.profile.model import load_profile
+from nightjar.results.metrics import summarize
+from nightjar.results.regret import regret, regret_curve
 from nightjar.sim import DraftKVMode, SimConfig, simulate_many
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 
 TRACE_SETS = {
     "sharegpt": ("burst", "oscillation", "migration"),

@@ -3,7 +3,7 @@
     LD_PRELOAD=$(find .venv-live -name libiomp5.so) VLLM_ENABLE_V1_MULTIPROCESSING=0 \\
         .venv-live/bin/python benchmarks/prompt_count.py [--models DIR] [--draft] [--repeats 4]
 
-The simulator prices a step's prompt tokens by their number only (``sim/price.py``).
+The simulator prices a step's prompt tokens by their number only (``nightjar/sim/price.py``).
 Short prompts in live runs looked 18-42% too cheap, which a per-request CPU cost
 (one more request to set up, sample and, with a draft, propose for) would explain.
 This measures it directly, at fixed prompt tokens: B requests decode (32-token
@@ -13,7 +13,7 @@ added time is the mixed step minus the median of the 3 decode steps before it (i
 own time base). Cells run in a shuffled order in every repeat.
 
 The per-prompt cost is the slope ``(added(k=8) - added(k=1)) / 7`` at each ``n`` and
-repeat, with a 95% interval over them (``nightjar.stats``). ``--draft`` runs the
+repeat, with a 95% interval over them (``nightjar.results.stats``). ``--draft`` runs the
 draft engine at K = 3 (``fixed:3``) instead of the no-draft one. The new prompts ask
 for ``--prompt-output`` tokens, so they keep decoding (and, with the draft, get
 drafts) after the step, as in a served trace. Step times are ``engine.step()`` wall
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from nightjar.stats import mean_interval
+from nightjar.results.stats import mean_interval
 
 TOKENS = (64, 256)
 PROMPTS = (1, 2, 4, 8)

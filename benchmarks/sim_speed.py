@@ -25,8 +25,8 @@ CASES = {
 
 
 def _trace(name: str, duration: float | None):  # type: ignore[no-untyped-def]
-    from nightjar.trace import load_trace, materialize
-    from nightjar.trace_schema import parse_trace_json
+    from nightjar.trace.model import load_trace, materialize
+    from nightjar.trace.schema import parse_trace_json
 
     if duration is None:
         return load_trace(name)
@@ -38,7 +38,7 @@ def _trace(name: str, duration: float | None):  # type: ignore[no-untyped-def]
 
 
 def child(case: str, hot_loop: bool) -> None:
-    from nightjar.profile import DEFAULT_PROFILE, load_profile
+    from nightjar.profile.model import DEFAULT_PROFILE, load_profile
     from nightjar.sim import SimConfig, simulate
 
     name, policy, duration = CASES[case]

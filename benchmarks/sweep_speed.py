@@ -40,7 +40,7 @@ SEEDS = 5
 
 
 def ten_minute_trace(folder: Path) -> Path:
-    from nightjar.trace_schema import parse_trace_json
+    from nightjar.trace.schema import parse_trace_json
 
     base = json.loads((REPO / "traces" / "alpaca-burst.json").read_text())
     doc = {**base, "name": "alpaca-burst-x5", "segments": base["segments"] * 5,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from nightjar.hardware import ModelArch
+from nightjar.roofline.hardware import ModelArch
 
 
 def _sync(device: torch.device) -> None:

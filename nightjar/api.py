@@ -22,14 +22,14 @@ from typing import Any, overload
 
 import pandas as pd
 
-from nightjar.draft_kv import DEFAULT_DRAFT_KV
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV
+from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo, Summary
-from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
-from nightjar.records import RunResult
-from nightjar.regret import Regret
-from nightjar.results import ResultSet
-from nightjar.trace import Trace, load_trace
+from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.results.metrics import Slo, Summary
+from nightjar.results.regret import Regret
+from nightjar.results.run_set import ResultSet
+from nightjar.trace.model import Trace, load_trace
 
 DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
 
@@ -37,9 +37,9 @@ DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "night
 class Results(Sequence[RunResult]):
     """The runs of one comparison (same trace, same seed), with their SLO.
 
-    A sequence of :class:`~nightjar.records.RunResult`; ``results["fixed:3"]`` picks a
+    A sequence of :class:`~nightjar.core.records.RunResult`; ``results["fixed:3"]`` picks a
     run by policy. An ``oracle`` run among them is the yardstick for regret. The
-    summaries and regrets are computed once, in the :class:`~nightjar.results.ResultSet`
+    summaries and regrets are computed once, in the :class:`~nightjar.results.run_set.ResultSet`
     the CLI hands to its table, CSVs and report.
     """
 
@@ -76,7 +76,7 @@ class Results(Sequence[RunResult]):
         return f"Results({', '.join(r.policy for r in self.runs)})"
 
     def result_set(self) -> ResultSet:
-        """The :class:`~nightjar.results.ResultSet` of these runs (built once)."""
+        """The :class:`~nightjar.results.run_set.ResultSet` of these runs (built once)."""
         if self._set is None:
             self._set = ResultSet.build(self.runs, title=self.title, slo=self.slo)
         return self._set
@@ -86,7 +86,7 @@ class Results(Sequence[RunResult]):
         return self.result_set().oracle
 
     def summaries(self) -> list[Summary]:
-        """One :class:`~nightjar.metrics.Summary` per run."""
+        """One :class:`~nightjar.results.metrics.Summary` per run."""
         return self.result_set().summaries
 
     def regrets(self) -> dict[str, Regret] | None:
@@ -123,7 +123,7 @@ class Results(Sequence[RunResult]):
 
     def write(self, out: str | Path, *, force: bool = False, report: bool = True) -> Path:
         """CSVs, summaries and (by default) the HTML report, as ``nightjar sim --out``."""
-        from nightjar.output import write_all
+        from nightjar.results.write import write_all
 
         write_all(self.result_set(), Path(out), force=force, report=report)
         return Path(out)
@@ -153,9 +153,9 @@ def simulate(
     arrivals and per-request acceptance rates; deterministic for ``seed``. With
     ``oracle=True`` the oracle also runs, and regret columns appear in the frame.
     """
-    from nightjar.policy import expand_specs
+    from nightjar.commands.slo_args import make_slo
+    from nightjar.core.policy import expand_specs
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
-    from nightjar.slo_args import make_slo
 
     tr = load_trace(trace) if isinstance(trace, str) else trace
     prof = load_profile(profile or DEFAULT_PROFILE) if not isinstance(profile, Profile) else profile
@@ -184,7 +184,7 @@ def results_frame(
     """A pandas DataFrame of summaries: one row per run, every summary column
     (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``, ...),
     and regret columns when an oracle run is among them."""
-    from nightjar.output import summary_row
+    from nightjar.results.write import summary_row
 
     if isinstance(results, RunResult):
         results = [results]
@@ -198,7 +198,7 @@ def load_run(folder: str | Path) -> Results:
     """Read back what ``nightjar sim --out`` or ``nightjar live --out`` wrote: the whole
     folder (every policy) or one policy's sub-folder. A sweep folder is a table, not
     runs: read it with :func:`load_sweep`."""
-    from nightjar.run_io import read_run_folder
+    from nightjar.results.read import read_run_folder
 
     folder = Path(folder)
     if (folder / "sweep.json").is_file():

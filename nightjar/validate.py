@@ -23,18 +23,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nightjar.core.records import RequestRecord, RunResult, StepRecord
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import summarize
-from nightjar.profile import Profile
-from nightjar.records import RequestRecord, RunResult, StepRecord
-from nightjar.trace import Trace
+from nightjar.profile.model import Profile
+from nightjar.results.metrics import summarize
+from nightjar.trace.model import Trace
 
 COMPARED = ("throughput_tok_s", "ttft_s_mean", "ttft_s_p99", "tpot_s_mean", "tpot_s_p99",
             "e2e_s_mean", "e2e_s_p99", "mean_batch_size", "acceptance", "preemptions")
 
 
 def load_run(folder: Path) -> RunResult:
-    """Read back a run folder written by ``nightjar.output.write_run``."""
+    """Read back a run folder written by ``nightjar.results.write.write_run``."""
     paths = {n: folder / n for n in ("requests.csv", "steps.csv", "summary.json")}
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
@@ -197,7 +197,7 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     measured (load on a shared host) then drops out, and what is left is the shape
     of the price (how one kind of step is priced against another).
     """
-    from nightjar.policy import spec_needs_draft
+    from nightjar.core.policy import spec_needs_draft
     from nightjar.sim.price import StepShape, price_step
 
     s = run.steps_frame()
@@ -281,10 +281,10 @@ class Agreement:
 def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
     """``pairs``: (live, sim) per policy and repeat, the sim replaying the live run's
     trace. Repeats of a policy (several live runs of it) are averaged, with their 95%
-    interval (``nightjar.stats.mean_interval``); the rankings compare the means, and
+    interval (``nightjar.results.stats.mean_interval``); the rankings compare the means, and
     name the live neighbours whose intervals overlap (an order the engine itself did
     not resolve)."""
-    from nightjar.stats import Interval, mean_interval
+    from nightjar.results.stats import Interval, mean_interval
 
     live_v: dict[str, dict[str, list[float]]] = {}
     sim_v: dict[str, dict[str, list[float]]] = {}

@@ -27,7 +27,7 @@ fi
 if [ "${1:-}" = "--no-install" ]; then
     shift
     unset TRITON_INTERPRET
-    exec "${PYTHON:-python3}" -m nightjar.live.gpu_check "${1:-$(mktemp -d -t nightjar-gpu-check.XXXXXX)}"
+    exec "${PYTHON:-python3}" -m tests.gpu.gpu_check "${1:-$(mktemp -d -t nightjar-gpu-check.XXXXXX)}"
 fi
 venv="${NIGHTJAR_GPU_VENV:-$repo/.venv-gpu}"
 work="${1:-$(mktemp -d -t nightjar-gpu-check.XXXXXX)}"
@@ -44,4 +44,4 @@ fi
 echo "PASS install            $((SECONDS - start)) s  $venv ($(nvidia-smi -L | head -n 1))"
 # The kernels must be compiled, never interpreted.
 unset TRITON_INTERPRET
-exec "$venv/bin/python" -m nightjar.live.gpu_check "$work"
+exec "$venv/bin/python" -m tests.gpu.gpu_check "$work"

@@ -1,11 +1,11 @@
-"""The admission rule both engines share (``nightjar.admission``): which waiting
+"""The admission rule both engines share (``nightjar.core.admission``): which waiting
 prompts a V1 step takes, and the batch a step's K is priced at."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nightjar.admission import Limits, Room, admit, step_batch
+from nightjar.core.admission import Limits, Room, admit, step_batch
 
 
 def room(tokens: int, blocks: int = 10_000, seats: int = 256, slots: int = 0) -> Room:

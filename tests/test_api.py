@@ -13,9 +13,9 @@ import pytest
 import nightjar
 from nightjar import Trace
 from nightjar.errors import NightjarInputError
-from nightjar.output import write_all
-from nightjar.trace import materialize
-from nightjar.trace_schema import parse_trace_json
+from nightjar.results.write import write_all
+from nightjar.trace.model import materialize
+from nightjar.trace.schema import parse_trace_json
 
 
 def test_import_nightjar_is_cheap() -> None:

@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nightjar.calibration.fits import FIT_FOR_GPU, fit_name, get_fit
-from nightjar.calibration.fitted import FITS
-from nightjar.calibration.ops import gemm_efficiency
-from nightjar.calibration.overheads import TERMS
 from nightjar.cli import main
-from nightjar.hardware import get_gpu, get_model
-from nightjar.profile import bundled_profiles, load_profile
-from nightjar.roofline import RooflineParams, draft_s, eager_params, verify_s
+from nightjar.profile.model import bundled_profiles, load_profile
+from nightjar.roofline.calibration.fits import FIT_FOR_GPU, fit_name, get_fit
+from nightjar.roofline.calibration.fitted import FITS
+from nightjar.roofline.calibration.ops import gemm_efficiency
+from nightjar.roofline.calibration.overheads import TERMS
+from nightjar.roofline.hardware import get_gpu, get_model
+from nightjar.roofline.model import RooflineParams, draft_s, eager_params, verify_s
 from tests.scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]

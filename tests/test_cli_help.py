@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from nightjar.cli import build_parser, plain
-from nightjar.draft_kv import DEFAULT_DRAFT_KV
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV
 
 
 def parsers() -> dict[str, argparse.ArgumentParser]:

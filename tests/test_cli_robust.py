@@ -11,8 +11,8 @@ import pytest
 
 import nightjar.sim
 from nightjar.cli import main
-from nightjar.outdir import MARKER, TMP_TAG, default_out_dir, safe_name
-from nightjar.profile import bundled_profiles, load_profile
+from nightjar.profile.model import bundled_profiles, load_profile
+from nightjar.results.outdir import MARKER, TMP_TAG, default_out_dir, safe_name
 from tests.hang import fails_after
 
 SMALL = '{"name": "%s", "requests": [{"arrival_s": 0, "prompt_tokens": 50, "output_tokens": 4}]}'

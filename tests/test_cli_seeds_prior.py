@@ -9,11 +9,11 @@ import pytest
 
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
-from nightjar.multiseed import aggregate, beats, verdicts
-from nightjar.priors import ScaledLatency, SpecScaledLatency, parse_prior
-from nightjar.profile import load_profile
+from nightjar.profile.model import load_profile
+from nightjar.profile.priors import ScaledLatency, SpecScaledLatency, parse_prior
+from nightjar.results.multiseed import aggregate, beats, verdicts
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 import simpy
 
-from nightjar.bandit import context_bucket_of, expected_tokens
-from nightjar.driver import StepDriver
+from nightjar.core.driver import StepDriver
+from nightjar.core.estimators import context_bucket_of, expected_tokens
+from nightjar.core.memory import Action, MemoryConfig, MemoryController
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
-from nightjar.memory import Action, MemoryConfig, MemoryController
-from nightjar.objective import lookahead_top, parse_objective
 from nightjar.policies.nightjar_plus import NightjarPlusPolicy
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.profile import Profile, load_profile
+from nightjar.policies.objective import lookahead_top, parse_objective
+from nightjar.profile.model import Profile, load_profile
 from nightjar.sim import SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
-from nightjar.trace import load_trace
-from nightjar.types import StepContext, StepOutcome
+from nightjar.trace.model import load_trace
 
 H100 = "h100-80gb/llama-3.1-8b+llama-3.2-1b"
 ALPHA = 0.6

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from nightjar.bandit import expected_tokens
-from nightjar.driver import StepDriver
-from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.testing.synthetic_loop import KneeLatency
-from nightjar.types import Decision, StepContext, StepOutcome
+from nightjar.core.driver import StepDriver
+from nightjar.core.estimators import expected_tokens
+from nightjar.core.memory import Action, DraftState, MemoryConfig, MemoryController
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import Decision, StepContext, StepOutcome
+from nightjar.policies.harness import KneeLatency
 
 DRAFT = 100  # the draft's footprint in KV blocks
 

@@ -11,14 +11,14 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from nightjar.calibration import fits as fits_mod
-from nightjar.calibration.fits import fit_for, fit_name, fit_ridge
-from nightjar.calibration.fitted import FIT_SPECS, FITS
-from nightjar.calibration.ops import gemm_s
 from nightjar.cli import main
-from nightjar.gpu_spec import parse_gpu_spec
-from nightjar.hardware import GPUS, get_gpu, get_model
-from nightjar.profile import load_profile
+from nightjar.profile.model import load_profile
+from nightjar.roofline.calibration import fits as fits_mod
+from nightjar.roofline.calibration.fits import fit_for, fit_name, fit_ridge
+from nightjar.roofline.calibration.fitted import FIT_SPECS, FITS
+from nightjar.roofline.calibration.ops import gemm_s
+from nightjar.roofline.gpu_spec import parse_gpu_spec
+from nightjar.roofline.hardware import GPUS, get_gpu, get_model
 from tests.scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightjar.cli import main
+from nightjar.core.policy import Policy, PolicyEnv, make_policy, registered
 from nightjar.errors import NightjarInputError
-from nightjar.policy import Policy, PolicyEnv, make_policy, registered
-from nightjar.profile import Profile, load_profile
+from nightjar.profile.model import Profile, load_profile
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace import Trace, materialize
-from nightjar.trace_import import import_azure_csv, import_sharegpt
-from nightjar.trace_schema import parse_trace_json
+from nightjar.trace.importers import import_azure_csv, import_sharegpt
+from nightjar.trace.model import Trace, materialize
+from nightjar.trace.schema import parse_trace_json
 from tests.hang import fails_after
 
 A100 = "a100-80gb/vicuna-13b+vicuna-68m"

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from nightjar.commands.live import off_grid_lines
+from nightjar.core.records import RunResult
 from nightjar.live.profiling.latency import Clamped
 from nightjar.live.steplog import StepLog, read_log
-from nightjar.metrics import summarize
-from nightjar.profile import DEFAULT_PROFILE, load_profile
-from nightjar.records import RunResult
+from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.results.metrics import summarize
 
 
 def test_off_grid_steps_count_steps_with_at_least_one_edge_lookup() -> None:

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from nightjar.core.memory import Action, DraftState, MemoryConfig, MemoryController
+from nightjar.core.types import StepContext
 from nightjar.errors import NightjarInputError
-from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
-from nightjar.types import StepContext
 
 DRAFT = 800  # the draft's footprint in blocks (about 17% of a 4938-block pool)
 TOTAL = 4938
@@ -311,7 +311,7 @@ def test_bad_controller_arguments_are_input_errors() -> None:
 
 
 def test_force_starts_a_transfer_only_from_the_state_it_leaves() -> None:
-    from nightjar.memory import Action, DraftState, MemoryConfig, MemoryController
+    from nightjar.core.memory import Action, DraftState, MemoryConfig, MemoryController
 
     ctrl = MemoryController(MemoryConfig(), draft_blocks=10)
     assert not ctrl.force(Action.START_RELOAD, 0.0)

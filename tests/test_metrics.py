@@ -13,9 +13,13 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from nightjar.core.records import RequestRecord, RunResult, StepRecord
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo, summarize
-from nightjar.output import (
+from nightjar.report.terminal import summary_table
+from nightjar.results.metrics import Slo, summarize
+from nightjar.results.regret import per_token_latency, regret, regret_curve
+from nightjar.results.run_set import ResultSet
+from nightjar.results.write import (
     MARKER,
     policy_slug,
     prepare_out_dir,
@@ -24,10 +28,6 @@ from nightjar.output import (
     write_run,
     write_summary_csv,
 )
-from nightjar.records import RequestRecord, RunResult, StepRecord
-from nightjar.regret import per_token_latency, regret, regret_curve
-from nightjar.results import ResultSet
-from nightjar.table import summary_table
 
 NAN = float("nan")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.build import (
     EngineRun,
@@ -17,13 +18,12 @@ from nightjar.live.profiling.build import (
     mixed_rows,
     mixed_rows_rebased,
 )
-from nightjar.output import write_all
-from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
-from nightjar.records import StepRecord
-from nightjar.results import ResultSet
+from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.results.run_set import ResultSet
+from nightjar.results.write import write_all
 from nightjar.sim import DraftKVMode, SimConfig, simulate
 from nightjar.sim.price import StepShape, added_s, price_step
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 from nightjar.validate import load_run, step_replay
 
 # [batch_size, prompt tokens, added ms]

@@ -6,13 +6,13 @@ from collections import Counter
 
 import pytest
 
-from nightjar.bandit import expected_tokens
+from nightjar.core.estimators import expected_tokens
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.dsd import DsdPolicy
+from nightjar.policies.harness import KneeLatency, run_loop
 from nightjar.policies.sglang import SglangPolicy, parse_candidates
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.testing.synthetic_loop import KneeLatency, run_loop
-from nightjar.types import StepContext, StepOutcome
 
 LAT = KneeLatency()
 

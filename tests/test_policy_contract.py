@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from nightjar.core.policy import Policy, PolicyEnv, make_policy, registered
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
-from nightjar.policy import Policy, PolicyEnv, make_policy, registered
-from nightjar.testing.synthetic_loop import KneeLatency, run_loop
-from nightjar.types import StepContext, StepOutcome
+from nightjar.policies.harness import KneeLatency, run_loop
 
 ADAPTIVE = [
     "nightjar", "nightjar+", "dsd", "banditspec", "banditspec-exp3", "tetris", "sglang", "oracle",

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.harness import KneeLatency, run_loop
 from nightjar.policies.nightjar_bandit import NightjarPolicy, _Schedule
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.testing.synthetic_loop import KneeLatency, run_loop
-from nightjar.types import StepContext, StepOutcome
 
 LAT = KneeLatency()
 

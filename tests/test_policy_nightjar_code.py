@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.nightjar_code import NightjarCodePolicy, context_bin, prior_weights
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.types import StepContext, StepOutcome
 
 
 def _ctx(b: int, rate: float | None = 0.0) -> StepContext:

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from nightjar.bandit import EffectiveAcceptance, expected_tokens
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.testing.synthetic_loop import KneeLatency, run_loop
+from nightjar.core.estimators import EffectiveAcceptance, expected_tokens
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.policies.harness import KneeLatency, run_loop
 
 LAT = KneeLatency()
 SIZES = [1, 16, 32, 256]

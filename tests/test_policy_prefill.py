@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from nightjar.bandit import PrefillCost
-from nightjar.policy import Policy, PolicyEnv, make_policy
-from nightjar.testing.synthetic_loop import KneeLatency, run_loop
-from nightjar.types import Decision, StepContext, StepOutcome
+from nightjar.core.estimators import PrefillCost
+from nightjar.core.policy import Policy, PolicyEnv, make_policy
+from nightjar.core.types import Decision, StepContext, StepOutcome
+from nightjar.policies.harness import KneeLatency, run_loop
 
 LAT = KneeLatency()
 

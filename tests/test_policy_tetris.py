@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.types import StepContext, StepOutcome
 
 
 def _ctx(est: list[float] | None, ids: list[int] | None = None) -> StepContext:

@@ -9,10 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nightjar.core.records import RequestRecord, RunResult, StepRecord
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo
-from nightjar.output import write_all
-from nightjar.records import RequestRecord, RunResult, StepRecord
 from nightjar.report import build_page, write_report
 from nightjar.report.fig_latency import latency_figure
 from nightjar.report.fig_policy import policy_figure
@@ -24,7 +22,9 @@ from nightjar.report.series import (
     time_series,
 )
 from nightjar.report.style import WIDTH, policy_colors
-from nightjar.results import ResultSet
+from nightjar.results.metrics import Slo
+from nightjar.results.run_set import ResultSet
+from nightjar.results.write import write_all
 
 
 def synthetic_run(

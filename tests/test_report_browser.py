@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nightjar.profile import DEFAULT_PROFILE, load_profile
+from nightjar.profile.model import DEFAULT_PROFILE, load_profile
 from nightjar.report import write_report
-from nightjar.results import ResultSet
+from nightjar.results.run_set import ResultSet
 from nightjar.sim import SimConfig, simulate_many
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 from tests.browser import load
 from tests.test_report import twelve
 

@@ -11,12 +11,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import nightjar.metrics
-import nightjar.regret
-import nightjar.results
+import nightjar.results.metrics
+import nightjar.results.regret
+import nightjar.results.run_set
 from nightjar.cli import main
-from nightjar.output import write_all
-from nightjar.results import ResultSet
+from nightjar.results.run_set import ResultSet
+from nightjar.results.write import write_all
 from tests.test_report import synthetic_run
 
 
@@ -35,9 +35,9 @@ def test_sim_summarizes_each_run_once(
         monkeypatch.setattr(module, name, wrapper)
 
     # The real functions run; every module that could call them is watched.
-    for module in (nightjar.metrics, nightjar.results):
+    for module in (nightjar.results.metrics, nightjar.results.run_set):
         counted(module, "summarize")
-    for module in (nightjar.regret, nightjar.results):
+    for module in (nightjar.results.regret, nightjar.results.run_set):
         counted(module, "regret")
     code = main(["sim", "--trace", "steady_low", "--policy", "nospec", "--policy", "fixed:3",
                  "--out", str(tmp_path / "run"), "--quiet"])
@@ -72,8 +72,8 @@ def test_regret_against_the_oracle_of_the_same_seed() -> None:
     results = ResultSet.build([a0, a1, o0, o1])
     r0, r1 = (r.regret for r in results.runs[:2])
     assert r0 is not None and r1 is not None
-    assert r0.oracle_ptl_s == pytest.approx(nightjar.regret.per_token_latency(o0))
-    assert r1.oracle_ptl_s == pytest.approx(nightjar.regret.per_token_latency(o1))
+    assert r0.oracle_ptl_s == pytest.approx(nightjar.results.regret.per_token_latency(o0))
+    assert r1.oracle_ptl_s == pytest.approx(nightjar.results.regret.per_token_latency(o1))
     assert results.policies() == ["fixed:2", "oracle"]
     assert [r.seed for r in results.first_seed()] == [0, 0]
     assert len({r.slug for r in results.runs}) == 4

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nightjar.bandit import expected_tokens
+from nightjar.core.estimators import expected_tokens
 from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.config import AcceptanceModel
 

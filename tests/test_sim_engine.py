@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nightjar.output import write_run
-from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
-from nightjar.records import RunResult
-from nightjar.results import ResultSet
+from nightjar.core.records import RunResult
+from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.results.run_set import ResultSet
+from nightjar.results.write import write_run
 from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
 from nightjar.sim.engine import Engine
-from nightjar.trace import Trace, load_trace
+from nightjar.trace.model import Trace, load_trace
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def test_sync_mode_pays_no_switch_cost_but_skip_mode_does(a100: Profile) -> None
 
 
 def test_a_small_profile_bounds_the_batch_and_chunks_long_prefills(a100: Profile) -> None:
-    from nightjar.prefill import chunked_prefill_s
+    from nightjar.profile.prefill import chunked_prefill_s
 
     data = a100.to_json()
     data["decode"] = [r for r in data["decode"] if r[0] <= 16 and r[2] <= 512]
@@ -254,14 +254,14 @@ def test_v0_runs_prefill_only_steps(a100: Profile) -> None:
 def test_an_admission_steps_policy_sees_running_plus_admitted(
     a100: Profile, policy: str, budget: int
 ) -> None:
-    # Parity with the live scheduler (nightjar.admission.step_batch): the K chosen
+    # Parity with the live scheduler (nightjar.core.admission.step_batch): the K chosen
     # for a step that admits prompts is priced at the running requests plus the
     # admitted ones, not the decode batch alone.
     import simpy
 
-    from nightjar.policy import PolicyEnv, make_policy
+    from nightjar.core.policy import PolicyEnv, make_policy
+    from nightjar.core.types import StepContext
     from nightjar.sim.ledger import Ledger
-    from nightjar.types import StepContext
 
     trace = small_trace(n=80, rate=40.0, out=60)
     n = len(trace)

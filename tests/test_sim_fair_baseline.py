@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nightjar.arrivals import ARRIVAL_WINDOW_S, ArrivalRate
 from nightjar.cli import main
-from nightjar.policy import spec_needs_draft
-from nightjar.profile import load_profile
+from nightjar.core.arrivals import ARRIVAL_WINDOW_S, ArrivalRate
+from nightjar.core.policy import spec_needs_draft
+from nightjar.core.types import StepContext, StepOutcome
+from nightjar.profile.model import load_profile
 from nightjar.sim import simulate
-from nightjar.trace import load_trace
-from nightjar.types import StepContext, StepOutcome
+from nightjar.trace.model import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -6,13 +6,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from nightjar.profile import Profile, load_profile
-from nightjar.records import RunResult
+from nightjar.core.records import RunResult
+from nightjar.profile.model import Profile, load_profile
+from nightjar.results.stats import mean_interval
 from nightjar.sim import ReloadMode, SimConfig, simulate
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
-from nightjar.stats import mean_interval
-from nightjar.trace import Trace, load_trace
+from nightjar.trace.model import Trace, load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -10,13 +10,13 @@ import pytest
 import simpy
 
 from nightjar.cli import main
+from nightjar.core.policy import PolicyEnv, make_policy
 from nightjar.errors import NightjarInputError
-from nightjar.policy import PolicyEnv, make_policy
-from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.sim import OnUnfit, SimConfig, SimulationStalled, check_fit, simulate
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
-from nightjar.trace import Trace
+from nightjar.trace.model import Trace
 from tests.hang import fails_after
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nightjar.cli import build_parser, main
-from nightjar.metrics import Slo, summarize
-from nightjar.records import RequestRecord, RunResult
+from nightjar.core.records import RequestRecord, RunResult
+from nightjar.results.metrics import Slo, summarize
 
 
 def run_of(ttfts: list[float], tpots: list[float], unfinished: int = 0) -> RunResult:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nightjar.stats import compare, mean_interval, t_critical_95
+from nightjar.results.stats import compare, mean_interval, t_critical_95
 
 
 def test_t_critical_matches_table_and_tends_to_normal() -> None:

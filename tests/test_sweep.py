@@ -17,9 +17,9 @@ import pytest
 
 import nightjar
 from nightjar.cli import main
-from nightjar.metrics import Slo, Stat, Summary
+from nightjar.results.metrics import Slo, Stat, Summary
 from nightjar.sweep.cell import scale_rate
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -297,7 +297,7 @@ class _Explodes:
 def test_a_failing_cell_is_reported_not_saved_and_the_others_finish(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nightjar import policy
+    from nightjar.core import policy
 
     policy.registered()  # load the real registry first
     info = policy.PolicyInfo("explode", lambda arg, env: _Explodes(env.seed), "test", ("explode",))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from nightjar.cli import main
-from nightjar.trace import bundled_traces, load_trace
-from nightjar.trace_formats import (
+from nightjar.trace.model import bundled_traces, load_trace
+from nightjar.trace.tool_formats import (
     export_vidur_csv,
     import_burstgpt_csv,
     import_vidur_csv,

@@ -8,11 +8,11 @@ import pytest
 
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
-from nightjar.output import write_all
-from nightjar.profile import DEFAULT_PROFILE, Profile, load_profile
-from nightjar.results import ResultSet
+from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.results.run_set import ResultSet
+from nightjar.results.write import write_all
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace import load_trace
+from nightjar.trace.model import load_trace
 from nightjar.validate import (
     alpha_from_ratio,
     compare_summaries,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nightjar.errors import NightjarInputError
-from nightjar.workloads import MAX_ACCEPTANCE, WORKLOADS, LengthDist, get_workload
+from nightjar.trace.workloads import MAX_ACCEPTANCE, WORKLOADS, LengthDist, get_workload
 
 # Documented targets (docs/traces.md): prompt mean, output mean, acceptance mean.
 TARGETS = {

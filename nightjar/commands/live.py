@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Any
 
-from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.commands.slo_args import add_slo_args, slo_from_args
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
-from nightjar.slo_args import add_slo_args, slo_from_args
 
 DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar")
 # Policies whose decisions vLLM cannot carry out, with the reason.
@@ -25,7 +26,7 @@ UNSUPPORTED = {
 }
 
 
-# (flag, type, help) for nightjar.memory.MemoryConfig fields (flag name = field name).
+# (flag, type, help) for nightjar.core.memory.MemoryConfig fields (flag name = field name).
 MEMORY_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("--low-water-blocks", int, "offload when free KV blocks stay below this"),
     ("--k-offload", int, "consecutive low steps before an offload"),
@@ -40,7 +41,7 @@ MEMORY_FLAGS: tuple[tuple[str, type, str], ...] = (
 def memory_settings(args: argparse.Namespace) -> Any:
     """``LiveSettings.memory``: a MemoryConfig, or None with ``--offload off`` (exit 2 on
     a bad value or a threshold given without ``--offload on``)."""
-    from nightjar.memory import MemoryConfig
+    from nightjar.core.memory import MemoryConfig
 
     given = {
         flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
@@ -214,7 +215,7 @@ def add_parser(sub: Any) -> None:
 
 def _check_policies(specs: list[str], gamma_max: int) -> None:
     import nightjar.live.cycle  # noqa: F401  (registers the diagnostic cycle policy)
-    from nightjar.policy import PolicyEnv, make_policy
+    from nightjar.core.policy import PolicyEnv, make_policy
 
     for spec in specs:
         name = spec.partition(":")[0]
@@ -303,8 +304,8 @@ def _check_kv_room(args: argparse.Namespace, draft: str | None, memory: Any) -> 
 def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, settings: Any) -> Any:
     """The engine the flags describe; a policy that never speculates (``nospec``,
     see ``spec_needs_draft``) runs without a draft."""
+    from nightjar.core.policy import spec_needs_draft
     from nightjar.live.plugins.engine import EngineSpec
-    from nightjar.policy import spec_needs_draft
 
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     return EngineSpec(
@@ -322,11 +323,11 @@ def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, setti
 
 
 def run(args: argparse.Namespace) -> int:
+    from nightjar.core.policy import expand_specs, spec_needs_draft
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
-    from nightjar.output import require_format
-    from nightjar.policy import expand_specs, spec_needs_draft
+    from nightjar.results.write import require_format
 
     slo_from_args(args)  # a bad SLO or format fails before vLLM starts
     require_format(args.format)
@@ -403,12 +404,12 @@ def _replay_all(
     from rich.console import Console
 
     from nightjar.live import logs
-    from nightjar.outdir import default_out_dir
-    from nightjar.output import prepare_out_dir, write_all
-    from nightjar.progress import LazyProgress
-    from nightjar.results import ResultSet
-    from nightjar.table import summary_table
-    from nightjar.trace import load_trace
+    from nightjar.report.progress import LazyProgress
+    from nightjar.report.terminal import summary_table
+    from nightjar.results.outdir import default_out_dir
+    from nightjar.results.run_set import ResultSet
+    from nightjar.results.write import prepare_out_dir, write_all
+    from nightjar.trace.model import load_trace
 
     trace = load_trace(args.trace)
     if args.max_requests is not None:
@@ -436,7 +437,7 @@ def _replay_all(
                     trace,
                     engine,
                     ReplayOptions(args.time_scale, vocab, args.seed),
-                    progress=lambda done, label=label: bar.update(label, float(done)),
+                    progress=functools.partial(_advance, bar, label),
                 )
                 bar.print(
                     f"[bold]{spec}[/]: {len(trace)} requests in {time.monotonic() - started:.0f} s"
@@ -459,6 +460,10 @@ def _replay_all(
     _write_step_tables(result_set, out)
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
+
+
+def _advance(bar: Any, label: str, done: int) -> None:
+    bar.update(label, float(done))
 
 
 def _write_step_tables(result_set: Any, out: Path) -> None:

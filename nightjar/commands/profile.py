@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from nightjar.errors import NightjarInputError
 
 if TYPE_CHECKING:
-    from nightjar.hardware import GPU, ModelArch
+    from nightjar.roofline.hardware import GPU, ModelArch
 
 SHOW_BATCHES = (1, 4, 16, 32, 64, 128, 256)
 SHOW_GAMMAS = (0, 1, 2, 3, 4)
@@ -175,8 +175,8 @@ def _command(args: argparse.Namespace) -> str:
 def _roofline(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from nightjar.profile import Profile
-    from nightjar.roofline import (
+    from nightjar.profile.model import Profile
+    from nightjar.roofline.model import (
         VERIFY_ATTENTION,
         Deployment,
         RooflineParams,
@@ -245,10 +245,10 @@ def _roofline(args: argparse.Namespace) -> int:
 
 def _roofline_inputs(args: argparse.Namespace) -> tuple[GPU, ModelArch, ModelArch]:
     """The GPU and the two shapes, from the catalogue or from the user's files."""
-    from nightjar.gpu_spec import parse_gpu_spec
-    from nightjar.hardware import check_same_vocab, get_gpu, get_model
-    from nightjar.model_config import load_model_config
-    from nightjar.tensor_parallel import check_tp
+    from nightjar.roofline.gpu_spec import parse_gpu_spec
+    from nightjar.roofline.hardware import check_same_vocab, get_gpu, get_model
+    from nightjar.roofline.model_config import load_model_config
+    from nightjar.roofline.tensor_parallel import check_tp
 
     for name, alt in (("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config")):
         both = getattr(args, name) is not None and getattr(args, alt) is not None
@@ -275,8 +275,8 @@ def _list() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from nightjar.hardware import GPUS, MODELS
-    from nightjar.profile import bundled_profiles
+    from nightjar.profile.model import bundled_profiles
+    from nightjar.roofline.hardware import GPUS, MODELS
 
     console = Console()
     gpus = Table(
@@ -317,7 +317,7 @@ def _show(name: str, context: float) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from nightjar.profile import load_profile
+    from nightjar.profile.model import load_profile
 
     p = load_profile(name)
     if not p.min_context_len <= context <= p.max_context_len:
@@ -338,7 +338,7 @@ def _show(name: str, context: float) -> int:
             table.add_row(str(b), *[f"{p.step_time_s(b, g, context) * 1e3:.2f}" for g in gammas])
     console = Console()
     console.print(table)
-    from nightjar.profile_check import warning
+    from nightjar.profile.check import warning
 
     check = warning(p.to_json())
     if check:
@@ -365,7 +365,7 @@ def _show(name: str, context: float) -> int:
     return 0
 
 
-# Profile "roofline" keys -> the overhead term (nightjar.calibration.overheads) they hold.
+# Profile "roofline" keys -> the overhead term (nightjar.roofline.calibration.overheads) they hold.
 _OVERHEAD_KEYS = (
     ("forward_overhead_s", "forward", "per forward (host)"),
     ("layer_overhead_s", "layer", "per layer (host dispatch)"),
@@ -381,7 +381,7 @@ def _show_overheads(console: Any, roof: Any, notes: Any = None) -> None:
     """The roofline's kernel table, verify model and overhead terms with their sources."""
     from rich.table import Table
 
-    from nightjar.calibration.overheads import TERMS, term_source
+    from nightjar.roofline.calibration.overheads import TERMS, term_source
 
     if not isinstance(roof, dict) or "forward_overhead_s" not in roof:
         return  # a measured profile, or one made before the calibrated roofline

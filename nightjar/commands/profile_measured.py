@@ -77,7 +77,7 @@ def _base_profile(path: str | None) -> dict[str, Any] | None:
     """The profile ``--add-mixed-to`` tops up, checked before any engine starts."""
     if path is None:
         return None
-    from nightjar.profile import load_profile
+    from nightjar.profile.model import load_profile
 
     if not Path(path).is_file():
         raise NightjarInputError(f"--add-mixed-to {path}: no such profile file")
@@ -102,7 +102,7 @@ def _with_mixed(base: dict[str, Any], plan: Any, rows: list[Any]) -> dict[str, A
 def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, max_position, resolve_model
     from nightjar.live.version import check_vllm_version
-    from nightjar.profile import Profile
+    from nightjar.profile.model import Profile
 
     out = Path(args.out) if args.out else None
     if out is None:
@@ -154,7 +154,7 @@ def run_measured(args: argparse.Namespace) -> int:
         )
         plan.check()
 
-        from nightjar.progress import LazyProgress
+        from nightjar.report.progress import LazyProgress
 
         with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
 
@@ -188,7 +188,7 @@ def run_measured(args: argparse.Namespace) -> int:
         f"{profile.step_time_s(b, g, c) * 1e3:.1f} ms at gamma {g}; KV blocks "
         f"{data['measured']['kv_blocks']['with_draft']} with the draft"
     )
-    from nightjar.profile_check import warning
+    from nightjar.profile.check import warning
 
     check = warning(data)
     if check:

@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.commands.slo_args import add_slo_args, slo_from_args
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.policy import expand_specs, registered, within_gamma_max
 from nightjar.errors import NightjarInputError
-from nightjar.policy import expand_specs, registered, within_gamma_max
-from nightjar.profile import DEFAULT_PROFILE
-from nightjar.slo_args import add_slo_args, slo_from_args
+from nightjar.profile.model import DEFAULT_PROFILE
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
-    from nightjar.profile import Profile
+    from nightjar.profile.model import Profile
     from nightjar.sim import SimConfig
-    from nightjar.sim.fit import Fit, OnUnfit
-    from nightjar.trace import Trace
+    from nightjar.sim.servable import Fit, OnUnfit
+    from nightjar.trace.model import Trace
 
 DEFAULT_POLICIES = (
     "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
@@ -90,8 +90,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.outdir import default_out_dir, staged_out_dir
-    from nightjar.output import require_format
+    from nightjar.results.outdir import default_out_dir, staged_out_dir
+    from nightjar.results.write import require_format
 
     # Every input is checked before the first simulation and before any folder is
     # made, so a typo in the last --policy costs nothing and leaves nothing behind.
@@ -126,8 +126,8 @@ class _Plan:
 
 def _plan(args: argparse.Namespace) -> _Plan:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
-    from nightjar.priors import parse_prior
-    from nightjar.profile import load_profile
+    from nightjar.profile.model import load_profile
+    from nightjar.profile.priors import parse_prior
     from nightjar.sim import (
         AcceptanceModel,
         DraftKVMode,
@@ -138,8 +138,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
         check_policies,
         fit_or_refuse,
     )
-    from nightjar.trace import load_trace
-    from nightjar.trace_schema import MAX_SEED
+    from nightjar.trace.model import load_trace
+    from nightjar.trace.schema import MAX_SEED
 
     if args.seeds < 1:
         raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
@@ -183,9 +183,9 @@ def _plan(args: argparse.Namespace) -> _Plan:
 def _simulate(
     args: argparse.Namespace, plan: _Plan, trace: Trace, cfg: SimConfig, title: str, slo: Any
 ) -> Any:
-    """Every run of one seed, as a :class:`nightjar.results.ResultSet`."""
-    from nightjar.progress import LazyProgress
-    from nightjar.results import ResultSet
+    """Every run of one seed, as a :class:`nightjar.results.run_set.ResultSet`."""
+    from nightjar.report.progress import LazyProgress
+    from nightjar.results.run_set import ResultSet
     from nightjar.sim import simulate_many
 
     with LazyProgress(enabled=not args.quiet) as bar:
@@ -206,8 +206,8 @@ def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str)
 def _one_seed(
     args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
 ) -> None:
-    from nightjar.output import write_all
-    from nightjar.table import summary_table
+    from nightjar.report.terminal import summary_table
+    from nightjar.results.write import write_all
 
     title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
     result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
@@ -227,9 +227,15 @@ def _many_seeds(
     intervals to the top of ``out``."""
     import dataclasses
 
-    from nightjar.multiseed import aggregate, interval_table, seed_rows, verdicts, write_seed_files
-    from nightjar.output import write_all
-    from nightjar.trace import load_trace
+    from nightjar.results.multiseed import (
+        aggregate,
+        interval_table,
+        seed_rows,
+        verdicts,
+        write_seed_files,
+    )
+    from nightjar.results.write import write_all
+    from nightjar.trace.model import load_trace
 
     rows = []
     last = args.seed + args.seeds - 1

@@ -77,7 +77,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from nightjar.progress import LazyProgress
+    from nightjar.report.progress import LazyProgress
     from nightjar.sweep.report import terminal_table
     from nightjar.sweep.run import run_sweep
     from nightjar.sweep.spec import build_spec, read_config

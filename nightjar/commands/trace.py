@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.trace import (
+from nightjar.trace.importers import import_azure_csv, import_sharegpt, local_tokenizer_counter
+from nightjar.trace.model import (
     Trace,
     arrival_rates,
     interarrival_cv,
@@ -19,8 +20,7 @@ from nightjar.trace import (
     materialize,
     trace_to_json,
 )
-from nightjar.trace_import import import_azure_csv, import_sharegpt, local_tokenizer_counter
-from nightjar.trace_schema import FORMAT_VERSION, parse_trace_json
+from nightjar.trace.schema import FORMAT_VERSION, parse_trace_json
 
 
 def add_parser(sub: Any) -> None:
@@ -66,15 +66,15 @@ def add_parser(sub: Any) -> None:
     sg.add_argument("--limit", type=int, help="keep at most N conversations")
     sg.add_argument("--tokenizer", help="local Hugging Face tokenizer dir (default: estimate)")
     sg.add_argument("--no-prompts", action="store_true", help="do not store prompt text")
-    from nightjar.commands import trace_formats
+    from nightjar.commands import trace_io
 
-    for q in (az, sg, *trace_formats.add_import_parsers(isub)):
+    for q in (az, sg, *trace_io.add_import_parsers(isub)):
         q.add_argument("--workload", default="sharegpt", help="workload for acceptance")
         q.add_argument("--out", required=True, help="output JSON file")
         q.add_argument("--force", action="store_true", help="overwrite --out if it exists")
         q.add_argument("--name", help="trace name (default: the input file's stem)")
     imp.set_defaults(trace_func=run_import)
-    trace_formats.add_parsers(tsub)
+    trace_io.add_parsers(tsub)
     p.set_defaults(func=run)
 
 
@@ -153,7 +153,7 @@ def _fmt_segments(segs: list[dict[str, float]]) -> str:
 def run_import(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise NightjarInputError(f"--limit must be >= 1 (got {args.limit})")
-    from nightjar.commands.trace_formats import import_other
+    from nightjar.commands.trace_io import import_other
 
     other = import_other(args)
     if other is not None:
@@ -189,7 +189,7 @@ def run_show(args: argparse.Namespace) -> int:
     from rich.console import Console  # deferred: only `show` renders tables
     from rich.table import Table
 
-    from nightjar.sparkline import sparkline
+    from nightjar.report.sparkline import sparkline
 
     trace: Trace = load_trace(args.trace, seed=args.seed)
     window = args.window if args.window is not None else max(trace.duration_s / 48, 1e-3)

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 
 
@@ -43,10 +43,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.outdir import staged_out_dir
-    from nightjar.profile import load_profile
+    from nightjar.profile.model import load_profile
+    from nightjar.results.outdir import staged_out_dir
     from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
-    from nightjar.trace_schema import MAX_SEED
+    from nightjar.trace.schema import MAX_SEED
     from nightjar.validate import (
         agreement,
         compare_summaries,
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                     max_num_seqs=args.max_num_seqs,
                     max_num_batched_tokens=args.max_num_batched_tokens)
     console = Console()
-    from nightjar.profile_check import warning
+    from nightjar.profile.check import warning
 
     check = warning(profile.to_json())
     if check:

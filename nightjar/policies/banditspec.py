@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 import random
 
-from nightjar.bandit import parse_no_arg
-from nightjar.policy import Policy, PolicyEnv, register
-from nightjar.types import StepContext, StepOutcome
+from nightjar.core.estimators import parse_no_arg
+from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.types import StepContext, StepOutcome
 
 EXP3_GAMMA = 0.1
 

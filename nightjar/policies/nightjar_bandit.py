@@ -3,7 +3,7 @@
 Reconstruction (docs/policies.md has the reasoning for every choice the paper
 leaves open):
 
-- context = power-of-two batch-size bucket (:func:`nightjar.bandit.bucket_of`);
+- context = power-of-two batch-size bucket (:func:`nightjar.core.estimators.bucket_of`);
 - arms = gamma 0..gamma_max;
 - per context, rounds (decisions taken in that context) are grouped in blocks
   j = 1, 2, ... of 2^(j-1) rounds; each block is cut into bins of
@@ -12,7 +12,7 @@ leaves open):
   random arm), otherwise it exploits the arm with the lowest smoothed loss;
 - loss = per-token latency of the step's decode: ``(step_time_s - switch_cost_s
   - prefill) * batch_size / emitted``, where ``prefill`` is the learned time of the
-  prompt tokens admitted in the same step (:class:`nightjar.bandit.PrefillCost`;
+  prompt tokens admitted in the same step (:class:`nightjar.core.estimators.PrefillCost`;
   admissions are the load's doing, not the arm's; a mixed step is not credited
   until some prefill cost is known); an
   arm across the 0 / >0 boundary from the current state also pays half the
@@ -29,9 +29,9 @@ import math
 import random
 from dataclasses import dataclass
 
-from nightjar.bandit import PrefillCost, bucket_of, parse_no_arg
-from nightjar.policy import Policy, PolicyEnv, register
-from nightjar.types import StepContext, StepOutcome
+from nightjar.core.estimators import PrefillCost, bucket_of, parse_no_arg
+from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.types import StepContext, StepOutcome
 
 # Floor on the smoothing weight of a new observation: the mean of the first 20
 # observations, then an exponential average over ~20, so an arm's estimate follows

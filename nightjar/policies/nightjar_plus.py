@@ -7,19 +7,19 @@ gamma and learns only the prediction's error:
     loss(B, c, g) = T(B, g, c) / tau(g) * ratio[bucket(B), bucket(c)][g]  (+ switch penalty)
 
 - ``T``: the profile's step time when one exists (a prior), else step times
-  learned online per bucket (:mod:`nightjar.step_times`);
+  learned online per bucket (:mod:`nightjar.policies.step_times`);
 - ``tau(g)``: expected tokens per request, from per-gamma effective acceptance
   rates recovered by inverting the observed accepted drafts
-  (:class:`nightjar.bandit.EffectiveAcceptance`), so a batch of unequal rates is
+  (:class:`nightjar.core.estimators.EffectiveAcceptance`), so a batch of unequal rates is
   priced right at every gamma;
 - buckets: (batch-size bucket, context bucket) of the batch's mean context
-  (:func:`nightjar.bandit.context_bucket_of`): at long contexts a decode step is
+  (:func:`nightjar.core.estimators.context_bucket_of`): at long contexts a decode step is
   KV-bound even at large batches (MagicDec, arXiv 2408.11049), so the profile's
   error and the learned step times differ by context as much as by batch size;
 - ``ratio``: per bucket and gamma, observed over predicted step cost (a ratio of
   EMAs), correcting the profile where it is wrong. It learns only from pure
   decode steps (``prefill_tokens == 0``); a mixed step's excess over the
-  predicted decode trains the prefill cost (:class:`nightjar.bandit.PrefillCost`)
+  predicted decode trains the prefill cost (:class:`nightjar.core.estimators.PrefillCost`)
   instead, which the profile-less step times subtract. A new bucket starts from
   its nearest neighbour's ratios;
 - switch cost: turning speculation on pays C_switch, learned per missed token (the
@@ -32,7 +32,7 @@ gamma and learns only the prediction's error:
   (toggling speculation explores 4x less often, and much less when the rebuild
   is dear, since one exploring step pays all of it); a 2% hysteresis keeps the
   current arm against near-ties;
-- objective and KV pressure (:mod:`nightjar.objective`): with ``nightjar+:kv-limit``
+- objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
   lengths whose lookahead the free blocks cannot hold are never chosen (off by
   default: measured, it costs more than it saves); ``nightjar+:slo`` trades per-token
   latency below the TPOT limit for shorter steps while requests wait for one.
@@ -44,11 +44,11 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from nightjar.bandit import EffectiveAcceptance, PrefillCost
-from nightjar.objective import Objective, lookahead_top, parse_objective, slo_choice
-from nightjar.policy import Policy, PolicyEnv, register
-from nightjar.step_times import Bucket, OnlineTimes, ProfileTimes, bucket_key, nearest
-from nightjar.types import StepContext, StepOutcome
+from nightjar.core.estimators import EffectiveAcceptance, PrefillCost
+from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.types import StepContext, StepOutcome
+from nightjar.policies.objective import Objective, lookahead_top, parse_objective, slo_choice
+from nightjar.policies.step_times import Bucket, OnlineTimes, ProfileTimes, bucket_key, nearest
 
 EXPLORE = 0.01
 HYSTERESIS = 0.02

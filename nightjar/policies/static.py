@@ -6,9 +6,9 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
-from nightjar.policy import Policy, PolicyEnv, register
-from nightjar.types import StepContext, StepOutcome
 
 _DIGITS = re.compile(r"[0-9]{1,9}")
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
-from nightjar.policy import Policy, PolicyEnv, register
-from nightjar.types import StepContext, StepOutcome
 
 DEFAULT_K = 2.0
 

@@ -8,10 +8,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nightjar.metrics import Slo
-from nightjar.regret import regret_curve
 from nightjar.report.style import base_layout, line_style
-from nightjar.results import PolicyRun, ResultSet
+from nightjar.results.metrics import Slo
+from nightjar.results.regret import regret_curve
+from nightjar.results.run_set import PolicyRun, ResultSet
 
 
 def slo_text(slo: Slo) -> str:

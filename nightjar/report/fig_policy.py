@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from nightjar.report.series import TimeSeries, gamma_batch_share
 from nightjar.report.style import MUTED, base_layout, nice_ticks
-from nightjar.results import PolicyRun
+from nightjar.results.run_set import PolicyRun
 
 HEIGHT = 230
 BAND_COLOR = "#6a3d9a"

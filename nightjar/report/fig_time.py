@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from nightjar.report.series import TimeSeries, arrival_rate
 from nightjar.report.style import MUTED, base_layout, line_style
-from nightjar.results import PolicyRun
+from nightjar.results.run_set import PolicyRun
 
 # (TimeSeries field, panel title, y-axis title with unit)
 ROWS = (

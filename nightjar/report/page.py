@@ -30,10 +30,10 @@ from nightjar.report.fig_compare import bars_figure, regret_figure, slo_text
 from nightjar.report.fig_latency import latency_figure
 from nightjar.report.fig_policy import policy_figure
 from nightjar.report.fig_time import time_figure
+from nightjar.report.html_table import summary_html
 from nightjar.report.series import ECDF_POINTS, TIME_BINS, max_batch, span_of, time_series
 from nightjar.report.style import PAGE_WIDTH, policy_colors
-from nightjar.report.table import summary_html
-from nightjar.results import ResultSet
+from nightjar.results.run_set import ResultSet
 
 CSS = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:16px auto;"

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from nightjar.records import RunResult
+from nightjar.core.records import RunResult
 
 TIME_BINS = 240
 ECDF_POINTS = 300
-# Matches nightjar.memory.DraftState.RESIDENT's value (compared case-insensitively).
+# Matches nightjar.core.memory.DraftState.RESIDENT's value (compared case-insensitively).
 RESIDENT = "resident"
 # Batch-size bins of the gamma x batch heatmap: powers of two, as profiles tabulate.
 BATCH_EDGES = (1, 2, 3, 5, 9, 17, 33, 65, 129, 257, 513)

@@ -73,8 +73,8 @@ class CellTask:
 
 
 def _trace(text: str, label: str, seed_offset: int) -> Any:
-    from nightjar.trace import materialize
-    from nightjar.trace_schema import parse_trace_json
+    from nightjar.trace.model import materialize
+    from nightjar.trace.schema import parse_trace_json
 
     cache_key = ("trace", digest(text), seed_offset)
     if cache_key not in _CACHE:
@@ -84,7 +84,7 @@ def _trace(text: str, label: str, seed_offset: int) -> Any:
 
 
 def _profile(text: str, label: str) -> Any:
-    from nightjar.profile import Profile
+    from nightjar.profile.model import Profile
 
     cache_key = ("profile", digest(text), 0)
     if cache_key not in _CACHE:
@@ -102,8 +102,8 @@ def scale_rate(trace: Any, scale: float) -> Any:
 
 def run_cell(task: CellTask) -> dict[str, Any]:
     """Simulate one cell and return its table row (cell parameters + every summary column)."""
-    from nightjar.memory import MemoryConfig
-    from nightjar.metrics import Slo, summarize
+    from nightjar.core.memory import MemoryConfig
+    from nightjar.results.metrics import Slo, summarize
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate
 
     cell = task.cell

@@ -3,7 +3,7 @@
 A *series* is one combination of the grid's non-load axes (policy, profile, offload,
 ...); its points are the rate scales, drawn at the mean offered rate of that scale's
 seeds. Each point is the mean over seeds, and the shaded band its 95% t interval
-(:func:`nightjar.stats.mean_interval`); one seed draws no band.
+(:func:`nightjar.results.stats.mean_interval`); one seed draws no band.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nightjar.stats import mean_interval
+from nightjar.results.stats import mean_interval
 
 # Axes that tell series apart, in the order labels name them.
 SERIES_AXES = ("policy", "profile", "offload", "reload", "draft_kv", "acceptance_model",

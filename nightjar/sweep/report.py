@@ -15,7 +15,7 @@ from plotly.offline import get_plotlyjs
 from rich import box
 from rich.table import Table
 
-from nightjar.stats import Interval
+from nightjar.results.stats import Interval
 from nightjar.sweep.figures import aggregate, sweep_figures
 from nightjar.sweep.store import write_atomic
 

@@ -46,7 +46,7 @@ class SweepOutcome:
 
 def _trace_text(name: str) -> str:
     """The trace's JSON text, validated (a bad trace fails before any cell runs)."""
-    from nightjar.trace import bundled_traces, load_trace
+    from nightjar.trace.model import bundled_traces, load_trace
 
     load_trace(name)
     path = Path(name)
@@ -59,7 +59,7 @@ def _trace_text(name: str) -> str:
 
 
 def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
-    from nightjar.policy import PolicyEnv, make_policy
+    from nightjar.core.policy import PolicyEnv, make_policy
 
     for name, profile in profiles.items():
         for g in spec.axes["gamma_max"]:
@@ -73,8 +73,8 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
 
 def plan(spec: SweepSpec) -> list[CellTask]:
     """Every cell of the grid with its key and input texts (validating all inputs)."""
-    from nightjar.policy import expand_specs
-    from nightjar.profile import load_profile
+    from nightjar.core.policy import expand_specs
+    from nightjar.profile.model import load_profile
     from nightjar.sweep.spec import with_axis
 
     spec = with_axis(spec, "policy", expand_specs(list(spec.axes["policy"])))

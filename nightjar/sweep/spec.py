@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nightjar.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
-from nightjar.metrics import Slo
-from nightjar.profile import DEFAULT_PROFILE
+from nightjar.profile.model import DEFAULT_PROFILE
+from nightjar.results.metrics import Slo
 from nightjar.sweep.cell import Cell
 
 DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar+")

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
-from nightjar.outdir import MARKER
+from nightjar.results.outdir import MARKER
 
 SPEC_FILE = "sweep.json"
 CELLS = "cells"

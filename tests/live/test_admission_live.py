@@ -1,4 +1,4 @@
-"""Issue 15: the batch the live scheduler prices K at (``nightjar.admission.step_batch``,
+"""Issue 15: the batch the live scheduler prices K at (``nightjar.core.admission.step_batch``,
 the simulator's rule) is the batch vLLM then schedules, admission steps included."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import nightjar.cli as cli
-from nightjar.records import RequestRecord, StepRecord
+from nightjar.core.records import RequestRecord, StepRecord
 
 
 @pytest.fixture(autouse=True)

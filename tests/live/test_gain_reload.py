@@ -11,10 +11,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+from nightjar.core.memory import MemoryConfig
 from nightjar.live.plugins.engine import EngineSpec
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
-from nightjar.memory import MemoryConfig
 
 OFFLOAD_AT = 6  # the scheduler step that carries a forced offload
 RELOAD_COST_S = 0.03

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.latency import Clamped, StepTable, load_latency
-from nightjar.records import StepRecord
 
 NEEDS_VLLM = False
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
+from nightjar.core.records import StepRecord
 from nightjar.live.plugins.engine import EngineSpec
 from nightjar.live.profiling.latency import StepTable
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
-from nightjar.records import StepRecord
 
 BASE = dict(max_model_len=512, max_num_seqs=64, kv_cache_bytes=512 << 20)
 

@@ -47,7 +47,7 @@ PROMPTS = [" ".join(f"w{(7 * i + 3 * j) % 1500 + 5}" for j in range(6 + i)) for 
 # loaded machine needs; at most one fires per step, in order, so a slow machine runs
 # them on consecutive steps. All six must fall inside the quiet machine's load.
 FORCED = "t150:offload,t450:reload,t750:offload,t1050:reload,t1350:offload,t1650:reload"
-# The worker's 1st reload and 2nd offload raise (test-only hook, live/plugins/worker.py).
+# The worker's 1st reload and 2nd offload raise (test-only hook, nightjar/live/plugins/worker.py).
 FAULTS = "reload:1,offload:2"
 
 

@@ -1,0 +1,205 @@
+"""Replay a trace against vLLM's async engine with Nightjar plugged in.
+
+Requests are submitted at the trace's arrival times (optionally compressed by
+``time_scale``), greedy, ``ignore_eos`` and ``max_tokens`` = the trace's output
+length, so every policy does the same work. Prompts are the trace's token ids or
+text where it has them, else deterministic pseudo-random token ids of the given
+length. The result is a :class:`nightjar.core.records.RunResult` with the same columns
+as the simulator's; step rows come from the scheduler's step log.
+Call :func:`nightjar.live.plugins.engine.prepare_env` before importing this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nightjar.core.records import RequestRecord, RunResult
+from nightjar.errors import NightjarInputError
+from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
+from nightjar.live.plugins.optout import NO_SPEC_KEY
+from nightjar.live.plugins.startup import startup_cause
+from nightjar.live.steplog import read_log
+from nightjar.trace.model import Trace
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    time_scale: float = 1.0  # multiply trace times by this (0.1 = ten times faster)
+    vocab_size: int = 32000  # synthetic prompt ids are drawn from [3, vocab_size)
+    seed: int = 0
+
+
+def synthetic_prompt(n: int, vocab: int, rng: np.random.Generator) -> list[int]:
+    # Ids 0..2 are special (unk/bos/eos) in the tiny tokenizer and in most Llamas.
+    return [int(x) for x in rng.integers(3, max(4, vocab), size=n)]
+
+
+def _prompts(trace: Trace, spec: EngineSpec, opts: ReplayOptions) -> tuple[list[Any], int]:
+    """Prompts (token ids or text) clipped so that prompt + output fits the model."""
+    from vllm.inputs import TextPrompt, TokensPrompt
+
+    rng = np.random.default_rng(opts.seed)
+    out: list[Any] = []
+    clipped = 0
+    for i in range(len(trace)):
+        room = spec.max_model_len - int(trace.output_tokens[i])
+        n = int(trace.prompt_tokens[i])
+        if n > room:
+            n, clipped = max(1, room), clipped + 1
+        given = trace.prompts[i] if trace.prompts is not None else None
+        if isinstance(given, str):
+            out.append(TextPrompt(prompt=given))
+        elif isinstance(given, list):
+            out.append(TokensPrompt(prompt_token_ids=[int(t) for t in given][:n]))
+        else:
+            out.append(TokensPrompt(prompt_token_ids=synthetic_prompt(n, opts.vocab_size, rng)))
+    return out, clipped
+
+
+async def _one(
+    engine: Any,
+    i: int,
+    prompt: Any,
+    max_tokens: int,
+    t0: float,
+    at: float,
+    rec: RequestRecord,
+    outputs: list[list[int]],
+    speculate: bool = True,
+) -> None:
+    from vllm import SamplingParams
+
+    delay = t0 + at - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    params = SamplingParams(
+        temperature=0.0, max_tokens=max_tokens, ignore_eos=True,
+        extra_args=None if speculate else {NO_SPEC_KEY: 1},
+    )
+    tokens: list[int] = []
+    async for out in engine.generate(prompt, params, request_id=f"nj{i}"):
+        tokens = list(out.outputs[0].token_ids)
+        if tokens and rec.first_token_s != rec.first_token_s:  # still NaN
+            rec.first_token_s = time.monotonic() - t0
+        rec.prompt_tokens = len(out.prompt_token_ids or []) or rec.prompt_tokens
+    rec.finish_s = time.monotonic() - t0
+    outputs[i] = tokens
+
+
+async def _replay(
+    trace: Trace, spec: EngineSpec, opts: ReplayOptions, progress: Callable[[int], None] | None
+) -> tuple[RunResult, list[list[int]]]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    prompts, clipped = _prompts(trace, spec, opts)
+    try:
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(spec)))
+    except RuntimeError as exc:
+        cause = startup_cause(spec.settings.error_file)
+        if cause is None:
+            raise
+        raise NightjarInputError(f"the engine cannot start: {cause}") from exc
+    n = len(trace)
+    arrivals = trace.arrival_s * opts.time_scale
+    records = [
+        RequestRecord(
+            i, float(arrivals[i]), int(trace.prompt_tokens[i]), int(trace.output_tokens[i])
+        )
+        for i in range(n)
+    ]
+    outputs: list[list[int]] = [[] for _ in range(n)]
+    try:
+        t0 = time.monotonic()
+        tasks = [
+            asyncio.create_task(
+                _one(
+                    engine,
+                    i,
+                    prompts[i],
+                    int(trace.output_tokens[i]),
+                    t0,
+                    float(arrivals[i]),
+                    records[i],
+                    outputs,
+                    trace.speculate is None or bool(trace.speculate[i]),
+                )
+            )
+            for i in range(n)
+        ]
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=0.5)
+            for task in done:
+                task.result()  # re-raise a request's failure here
+            if progress is not None:
+                progress(n - len(pending))
+        duration = time.monotonic() - t0
+    finally:
+        # vLLM's default grace (5 s) can kill the engine core mid-teardown, which
+        # leaks its shared-memory queues; it exits by itself well within this.
+        engine.shutdown(timeout=SHUTDOWN_GRACE_S)
+        # Drop it now: AsyncLLM.__del__ at interpreter exit would shut down again.
+        del engine
+    result = RunResult(
+        policy=spec.settings.policy,
+        engine="live",
+        trace=trace.name,
+        profile=Path(spec.target).name,
+        seed=opts.seed,
+        duration_s=duration,
+        requests=records,
+        extra={"clipped_prompts": float(clipped)},
+    )
+    return _attach_log(result, spec, t0), outputs
+
+
+def _attach_log(result: RunResult, spec: EngineSpec, t0: float) -> RunResult:
+    if spec.settings.step_log is None:
+        return result
+    log = read_log(spec.settings.step_log, t0)
+    # Drop the idle steps before the first arrival and empty scheduler ticks.
+    result.steps = [s for s in log.steps if s.batch_size or s.prefill_tokens]
+    for rec in result.requests:
+        counts = next(
+            (c for rid, c in log.requests.items() if rid.split("-")[0] == f"nj{rec.request_id}"),
+            None,
+        )
+        if counts is not None:
+            rec.drafted, rec.accepted = counts["drafted"], counts["accepted"]
+            rec.preemptions = counts["preemptions"]
+            rec.acceptance = rec.accepted / rec.drafted if rec.drafted else float("nan")
+    result.extra.update(log.summary)
+    result.extra["residency_events"] = float(
+        sum(1 for e in log.events if str(e.get("event", "")).endswith("_done"))
+    )
+    return result
+
+
+def replay(
+    trace: Trace,
+    spec: EngineSpec,
+    opts: ReplayOptions = ReplayOptions(),
+    progress: Callable[[int], None] | None = None,
+) -> tuple[RunResult, list[list[int]]]:
+    """Run one policy over ``trace``; returns the records and each request's output ids.
+
+    ``progress`` is called with the number of finished requests, about twice a second.
+    """
+    step_log = spec.settings.step_log
+    if step_log is None:
+        step_log = str(Path(tempfile.mkdtemp(prefix="nightjar-live-")) / "steps.jsonl")
+        spec = replace(spec, settings=replace(spec.settings, step_log=step_log))
+    if spec.settings.error_file is None:
+        error_file = Path(step_log).with_suffix(".startup-error")
+        error_file.unlink(missing_ok=True)
+        spec = replace(spec, settings=replace(spec.settings, error_file=str(error_file)))
+    return asyncio.run(_replay(trace, spec, opts, progress))

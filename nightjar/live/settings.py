@@ -1,0 +1,112 @@
+"""What the Nightjar scheduler and worker need to know, carried inside vLLM's config.
+
+vLLM builds the scheduler and the workers itself, often in other processes, so the
+only channel from the caller is ``VllmConfig.additional_config``: a JSON-able dict.
+:class:`LiveSettings` round-trips through it under the ``"nightjar"`` key.
+This module imports neither vllm nor torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.memory import MemoryConfig
+from nightjar.errors import NightjarInputError
+
+KEY = "nightjar"
+
+# The only vLLM release whose private scheduler/worker internals this package
+# has been checked against; others fail fast with a clear message.
+SUPPORTED_VLLM = ("0.32.0",)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSettings:
+    """Per-engine Nightjar settings.
+
+    Invariants: ``0 <= gamma_max <= `` the engine's ``num_speculative_tokens``
+    (checked by the scheduler), because vLLM sizes its draft buffers for that and
+    can only run shorter lengths.
+    """
+
+    policy: str = "nospec"
+    gamma_max: int = 3
+    seed: int = 0
+    # JSON-lines file the scheduler appends step/request/event records to (the
+    # engine core may run in another process, so records travel through a file).
+    step_log: str | None = None
+    # At gamma 0: "sync" runs the draft over the new tokens anyway (vLLM's own
+    # behaviour: its KV stays current); "skip" does not run it at all (its KV goes
+    # stale for those tokens, which costs acceptance later, never correctness).
+    draft_kv: str = DEFAULT_DRAFT_KV
+    # Draft residency: the memory controller's thresholds; ``None`` keeps the draft
+    # resident for the whole run.
+    memory: MemoryConfig | None = None
+    # Service seconds a reload costs, for the controller's early reload on forgone
+    # speculation gain (priced with ``profile``); ``None`` turns that reload off.
+    reload_cost_s: float | None = None
+    # KV blocks the draft's bytes stand for; ``None`` = derive from the draft's
+    # weight files and the engine's bytes per block.
+    ballast_blocks: int | None = None
+    # How a reload empties the ballast region: "drain" waits for the requests in it
+    # to free their blocks; "migrate" copies their blocks out of it at once.
+    reload: str = "drain"
+    # Place the draft's weights inside the ballast region of the KV cache, so the
+    # resident draft and the withheld blocks are the same bytes
+    # (nightjar.live.residency.alias). On CPU the draft's linears then run through
+    # plain F.linear (measured slower; docs/kernels.md), so it is off by default.
+    alias: bool = False
+    # Step-time prior for latency-planning policies (nightjar+, dsd): a bundled
+    # profile name, a profile JSON path or a step-table JSON (nightjar.live.profiling.latency).
+    profile: str | None = None
+    # Snapshot file of Nightjar's state (nightjar.live.state), rewritten a few
+    # times a second; ``--serve`` exports it as Prometheus metrics.
+    state_file: str | None = None
+    # Where the scheduler writes a one-line start-up failure before its process
+    # exits with code 2 (nightjar.live.plugins.startup); the caller reports it.
+    error_file: str | None = None
+    # Test hook: forced residency actions at given step indices ({step: "offload" |
+    # "reload"}), bypassing the controller, to exercise offload/reload cycles.
+    forced_residency: dict[int, str] = field(default_factory=dict)
+    # The same keyed by milliseconds since the engine's first scheduled step (one
+    # action per step, the earliest due first): cycles that land in the same phase
+    # of a load test however many steps a loaded machine needs.
+    forced_residency_ms: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.gamma_max < 0:
+            raise NightjarInputError(f"gamma_max must be >= 0, got {self.gamma_max}")
+        if self.ballast_blocks is not None and self.ballast_blocks < 0:
+            raise NightjarInputError(f"ballast blocks must be >= 0, got {self.ballast_blocks}")
+        if self.reload_cost_s is not None and not self.reload_cost_s >= 0.0:
+            raise NightjarInputError(f"reload cost must be >= 0 s, got {self.reload_cost_s}")
+        if self.draft_kv not in DRAFT_KV_MODES:
+            raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
+        if self.reload not in ("drain", "migrate"):
+            raise NightjarInputError(f"reload mode must be drain or migrate, got {self.reload!r}")
+        for step, action in {**self.forced_residency, **self.forced_residency_ms}.items():
+            if action not in ("offload", "reload"):
+                raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")
+
+    def to_additional_config(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)  # also turns ``memory`` into a plain dict
+        # JSON object keys are strings; from_config turns them back into ints.
+        data["forced_residency"] = {str(k): v for k, v in self.forced_residency.items()}
+        data["forced_residency_ms"] = {str(k): v for k, v in self.forced_residency_ms.items()}
+        return {KEY: data}
+
+    @classmethod
+    def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
+        data = dict((additional_config or {}).get(KEY) or {})
+        forced = data.pop("forced_residency", {}) or {}
+        forced_ms = data.pop("forced_residency_ms", {}) or {}
+        memory = data.pop("memory", None)
+        return cls(
+            **data,
+            memory=MemoryConfig(**memory) if memory is not None else None,
+            forced_residency={int(k): str(v) for k, v in forced.items()},
+            forced_residency_ms={int(k): str(v) for k, v in forced_ms.items()},
+        )

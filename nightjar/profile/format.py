@@ -1,0 +1,258 @@
+"""Validation of the profile JSON format (docs/profiles.md), one field at a time.
+
+Every problem raises NightjarInputError naming the file and the field, on one line.
+The result is plain typed data; nightjar.profile.model builds the lookup tables from it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+
+# "roofline": the uncalibrated model of earlier releases, still accepted.
+SOURCES = ("measured", "calibrated-roofline", "roofline")
+MEMORY_INT_FIELDS = (
+    "device_bytes",
+    "target_weight_bytes",
+    "draft_weight_bytes",
+    "activation_reserve_bytes",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "block_size",
+)
+MEMORY_OPTIONAL_INT_FIELDS = ("kv_blocks_with_draft", "kv_blocks_without_draft", "max_model_len")
+MEMORY_FLOAT_FIELDS = (
+    "gpu_memory_utilization",
+    "host_link_bytes_per_s",
+    "device_bandwidth_bytes_per_s",
+)
+# Every key the format knows; anything else is a typo and is refused, as in traces.
+# ``notes``, ``hardware``, ``roofline`` and ``measured`` hold free-form metadata.
+TOP_KEYS = frozenset({
+    "format_version", "name", "source", "command", "notes", "gpu", "target", "draft",
+    "hardware", "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
+    "mixed", "acceptance",
+})
+ACCEPTANCE_KEYS = frozenset({"mean", "concentration"})
+DECODE_COLUMNS = ("batch_size", "gamma", "context_len", "step_ms", "draft_ms", "verify_ms")
+DRAFT_FORWARD_COLUMNS = ("batch_size", "context_len", "ms")
+PREFILL_COLUMNS = ("tokens", "target_ms", "draft_ms")
+MIXED_COLUMNS = ("batch_size", "tokens", "added_ms")
+
+
+@dataclass
+class ParsedProfile:
+    name: str
+    source: str
+    command: str
+    gpu: str
+    target: str
+    draft: str
+    memory: dict[str, Any]
+    batch_sizes: list[int]
+    gammas: list[int]
+    context_lens: list[float]
+    # decode[k][gamma][batch] = seconds over context_lens; k = 0 step, 1 draft, 2 verify.
+    decode: list[dict[int, dict[int, list[float]]]]
+    draft_forward: dict[int, list[float]]
+    prefill_tokens: list[int]
+    prefill_target_s: list[float]
+    prefill_draft_s: list[float]
+    acceptance: dict[str, tuple[float, float]]
+    # Optional (measured profiles): mixed[batch] = seconds n prompt tokens add to a
+    # decode step of that batch, over mixed_tokens. Empty when the profile has none.
+    mixed_batch_sizes: list[int] = field(default_factory=list)
+    mixed_tokens: list[int] = field(default_factory=list)
+    mixed_added_s: dict[int, list[float]] = field(default_factory=dict)
+
+
+# Larger values are typos (and would overflow int64 arithmetic downstream).
+MAX_NUMBER = 2**62
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class _Reader:
+    def __init__(self, src: str) -> None:
+        self.src = src
+
+    def fail(self, field: str, problem: str) -> NightjarInputError:
+        return NightjarInputError(f"profile {self.src}: field {field!r} {problem}")
+
+    def known(self, d: dict[str, Any], allowed: Iterable[str], where: str = "") -> None:
+        """Refuse a key the format does not know, suggesting the nearest one."""
+        names = sorted(allowed)
+        for key in d:
+            if key not in names:
+                near = difflib.get_close_matches(str(key), names, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise self.fail(f"{where}{key}", f"is not a profile field{hint}")
+
+    def get(self, d: dict[str, Any], key: str, where: str = "") -> Any:
+        field = f"{where}{key}"
+        if key not in d:
+            raise self.fail(field, "is missing")
+        return d[key]
+
+    def text(self, d: dict[str, Any], key: str) -> str:
+        v = self.get(d, key)
+        if not isinstance(v, str) or not v:
+            raise self.fail(key, f"must be a non-empty string, got {v!r}")
+        return v
+
+    def number(self, v: Any, field: str, *, integer: bool = False, positive: bool = False) -> Any:
+        ok = isinstance(v, int) if integer else isinstance(v, int | float)
+        if isinstance(v, bool) or not ok or not math.isfinite(v) or abs(v) > MAX_NUMBER:
+            kind = "an integer" if integer else "a finite number"
+            raise self.fail(field, f"must be {kind} below 2**62, got {_short(v)}")
+        if v < 0 or (positive and v == 0):
+            raise self.fail(field, f"must be {'> 0' if positive else '>= 0'}, got {v!r}")
+        return v
+
+    def rows(self, d: dict[str, Any], key: str, columns: tuple[str, ...]) -> list[list[Any]]:
+        rows = self.get(d, key)
+        if not isinstance(rows, list) or not rows:
+            raise self.fail(key, "must be a non-empty list of rows")
+        for i, row in enumerate(rows):
+            if not isinstance(row, list) or len(row) != len(columns):
+                raise self.fail(f"{key}[{i}]", f"must be a row [{', '.join(columns)}]")
+            for col, v in zip(columns, row, strict=True):
+                integer = col in ("batch_size", "gamma", "tokens")
+                self.number(v, f"{key}[{i}].{col}", integer=integer, positive=col == "batch_size")
+        return rows
+
+
+def _memory(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
+    mem = r.get(data, "memory")
+    if not isinstance(mem, dict):
+        raise r.fail("memory", "must be an object")
+    r.known(mem, MEMORY_INT_FIELDS + MEMORY_FLOAT_FIELDS + MEMORY_OPTIONAL_INT_FIELDS, "memory.")
+    out: dict[str, Any] = {}
+    for key in MEMORY_INT_FIELDS:
+        positive = key in ("device_bytes", "block_size", "target_kv_bytes_per_token")
+        out[key] = r.number(
+            r.get(mem, key, "memory."), f"memory.{key}", integer=True, positive=positive
+        )
+    for key in MEMORY_FLOAT_FIELDS:
+        out[key] = float(r.number(r.get(mem, key, "memory."), f"memory.{key}", positive=True))
+    if out["gpu_memory_utilization"] > 1.0:
+        raise r.fail("memory.gpu_memory_utilization", "must be in (0, 1]")
+    # Optional pins of a deployment (vLLM's --num-gpu-blocks-override, --max-model-len).
+    for key in MEMORY_OPTIONAL_INT_FIELDS:
+        if key in mem:
+            out[key] = r.number(mem[key], f"memory.{key}", integer=True, positive=True)
+    return out
+
+
+def _grid(r: _Reader, rows: list[list[Any]]) -> tuple[list[int], list[int], list[float]]:
+    """The decode table must be a full grid with gammas 0..gamma_max."""
+    bs = sorted({int(row[0]) for row in rows})
+    gs = sorted({int(row[1]) for row in rows})
+    cs = sorted({float(row[2]) for row in rows})
+    if gs != list(range(len(gs))):
+        raise r.fail("decode", f"gammas must be 0..gamma_max without gaps, got {gs}")
+    seen = {(int(row[0]), int(row[1]), float(row[2])) for row in rows}
+    if len(seen) != len(rows):
+        raise r.fail("decode", "has duplicate (batch_size, gamma, context_len) rows")
+    if len(rows) != len(bs) * len(gs) * len(cs):
+        missing = next((b, g, c) for b in bs for g in gs for c in cs if (b, g, c) not in seen)
+        raise r.fail("decode", f"is not a full grid: no row for (B, gamma, context) = {missing}")
+    return bs, gs, cs
+
+
+def _acceptance(r: _Reader, data: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    acc = data.get("acceptance", {})
+    if not isinstance(acc, dict):
+        raise r.fail("acceptance", "must be an object keyed by workload name")
+    out: dict[str, tuple[float, float]] = {}
+    for workload, entry in acc.items():
+        where = f"acceptance.{workload}."
+        if not isinstance(entry, dict):
+            raise r.fail(f"acceptance.{workload}", "must be {mean, concentration}")
+        r.known(entry, ACCEPTANCE_KEYS, where)
+        mean = float(r.number(r.get(entry, "mean", where), where + "mean", positive=True))
+        if mean >= 1.0:
+            raise r.fail(where + "mean", f"must be in (0, 1), got {mean}")
+        conc = r.number(
+            r.get(entry, "concentration", where), where + "concentration", positive=True
+        )
+        out[workload] = (mean, float(conc))
+    return out
+
+
+def _mixed(r: _Reader, data: dict[str, Any]) -> tuple[list[int], list[int], dict[int, list[float]]]:
+    """The optional mixed-step table: a full (batch_size, tokens) grid."""
+    if "mixed" not in data:
+        return [], [], {}
+    rows = r.rows(data, "mixed", MIXED_COLUMNS)
+    bs = sorted({int(row[0]) for row in rows})
+    ts = sorted({int(row[1]) for row in rows})
+    if ts[0] < 1:
+        raise r.fail("mixed", "token counts must be >= 1")
+    cells = {(int(row[0]), int(row[1])): row[2] / 1e3 for row in rows}
+    if len(cells) != len(rows) or len(rows) != len(bs) * len(ts):
+        raise r.fail("mixed", "must be a full (batch_size, tokens) grid without duplicates")
+    return bs, ts, {b: [cells[(b, t)] for t in ts] for b in bs}
+
+
+def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> ParsedProfile:
+    r = _Reader(src)
+    r.known(data, TOP_KEYS)
+    version = r.get(data, "format_version")
+    if version != format_version:
+        raise r.fail("format_version", f"is {version!r}; this nightjar reads {format_version}")
+    source = r.text(data, "source")
+    if source not in SOURCES:
+        raise r.fail("source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
+    rows = r.rows(data, "decode", DECODE_COLUMNS)
+    bs, gs, cs = _grid(r, rows)
+    decode: list[dict[int, dict[int, list[float]]]] = [
+        {g: {b: [0.0] * len(cs) for b in bs} for g in gs} for _ in range(3)
+    ]
+    ci = {c: i for i, c in enumerate(cs)}
+    for b, g, c, *ms in rows:
+        for k in range(3):
+            decode[k][int(g)][int(b)][ci[float(c)]] = ms[k] / 1e3
+    fwd_rows = r.rows(data, "draft_forward", DRAFT_FORWARD_COLUMNS)
+    fwd: dict[int, list[float]] = defaultdict(lambda: [math.nan] * len(cs))
+    for b, c, ms in fwd_rows:
+        if int(b) not in bs or float(c) not in ci:
+            raise r.fail("draft_forward", f"row ({b}, {c}) is off the decode table's grid")
+        fwd[int(b)][ci[float(c)]] = ms / 1e3
+    if len(fwd) != len(bs) or any(math.isnan(x) for v in fwd.values() for x in v):
+        raise r.fail("draft_forward", "must cover every (batch_size, context_len) of decode")
+    pf = sorted(r.rows(data, "prefill", PREFILL_COLUMNS))
+    tokens = [int(row[0]) for row in pf]
+    if len(set(tokens)) != len(tokens) or tokens[0] < 1:
+        raise r.fail("prefill", "token counts must be distinct and >= 1")
+    mixed = _mixed(r, data)
+    return ParsedProfile(
+        name=r.text(data, "name"),
+        source=source,
+        command=r.text(data, "command"),
+        gpu=r.text(data, "gpu"),
+        target=r.text(data, "target"),
+        draft=r.text(data, "draft"),
+        memory=_memory(r, data),
+        batch_sizes=bs,
+        gammas=gs,
+        context_lens=cs,
+        decode=decode,
+        draft_forward=dict(fwd),
+        prefill_tokens=tokens,
+        prefill_target_s=[row[1] / 1e3 for row in pf],
+        prefill_draft_s=[row[2] / 1e3 for row in pf],
+        acceptance=_acceptance(r, data),
+        mixed_batch_sizes=mixed[0],
+        mixed_tokens=mixed[1],
+        mixed_added_s=mixed[2],
+    )

@@ -1,0 +1,130 @@
+"""The terminal summary table: one row per policy, fits in 120 columns.
+
+Paired statistics share a column as ``mean/p99`` to stay compact; units sit in the
+header (TTFT and E2E in seconds, TPOT in milliseconds). On consoles narrower than
+that (piped output is 80 columns) the table shows means only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TypeVar
+
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+
+from nightjar.results.metrics import Stat, Summary
+from nightjar.results.regret import Regret
+
+T = TypeVar("T", bound=Table)
+
+
+def fmt_num(value: float, scale: float = 1.0) -> str:
+    """Three significant figures, no exponent for the ranges these metrics take."""
+    if not math.isfinite(value):
+        return "-"
+    v = value * scale
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def fmt_pair(stat: Stat, scale: float = 1.0) -> str:
+    return f"{fmt_num(stat.mean, scale)}/{fmt_num(stat.p99, scale)}"
+
+
+class _FitTable(Table):
+    """A Table that renders a narrower variant when the console is too narrow for it.
+
+    Rich would otherwise squeeze every column into "1…" ellipses (piped output is
+    80 columns wide); dropping the p99 halves keeps every number legible instead.
+    """
+
+    narrow: Table | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wanted = self.__rich_measure__(console, options.update(width=10_000)).maximum
+        if self.narrow is not None and wanted > options.max_width:
+            return self.narrow.__rich_console__(console, options)
+        return super().__rich_console__(console, options)
+
+
+def summary_table(
+    summaries: list[Summary],
+    regrets: dict[str, Regret] | None = None,
+    title: str | None = None,
+) -> Table:
+    """Rows = policies; ``regrets`` is keyed by policy spec (``Summary.policy``)."""
+    table = _build(_FitTable, summaries, regrets, title, wide=True)
+    table.narrow = _build(Table, summaries, regrets, title, wide=False)
+    return table
+
+
+def _build(
+    cls: type[T],
+    summaries: list[Summary],
+    regrets: dict[str, Regret] | None,
+    title: str | None,
+    wide: bool,
+) -> T:
+    show_done = any(s.requests_finished < s.requests_total for s in summaries)
+    show_offloads = any("offloads" in s.extra for s in summaries)
+    # The SLO thresholds sit under the table: goodput and SLO % mean nothing without them.
+    slos = sorted({s.slo.describe() for s in summaries})
+    # SIMPLE_HEAD already puts a space between columns; narrow consoles get no padding
+    # on top, or rich silently crops the last columns (offloads, regret) at 80.
+    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                caption="; ".join(slos) or None, padding=(0, 1) if wide else (0, 0))
+    # Short specs (nightjar-code, nightjar+) must not fold; long parametric ones may.
+    longest = max((len(s.policy) for s in summaries), default=8)
+    table.add_column("policy", overflow="fold", min_width=min(max(longest, 8), 13),
+                     max_width=30)
+    stat = "mean/p99" if wide else "mean"
+    headers = ["tok/s", f"TTFT s\n{stat}", f"TPOT ms\n{stat}", f"E2E s\n{stat}"]
+    # Goodput (req/s) and SLO attainment share a column; narrow consoles keep only
+    # the attainment.
+    headers += ["done"] * show_done + ["good/s\n/SLO %" if wide else "SLO\n%"]
+    headers += ["pre-\nempts", "sw/\nmin", "spec\n%"]
+    headers += ["regret\n%"] * (regrets is not None) + ["off-\nloads"] * show_offloads
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+
+    best = max(
+        (s.throughput_tok_s for s in summaries if math.isfinite(s.throughput_tok_s)),
+        default=math.nan,
+    )
+
+    def lat(stat: Stat, scale: float = 1.0) -> str:
+        return fmt_pair(stat, scale) if wide else fmt_num(stat.mean, scale)
+
+    for s in summaries:
+        tput = fmt_num(s.throughput_tok_s)
+        if s.throughput_tok_s == best and len(summaries) > 1:
+            tput = f"[bold green]{tput}[/]"
+        row = [s.policy, tput, lat(s.ttft_s), lat(s.tpot_s, 1e3), lat(s.e2e_s)]
+        row += [f"{s.requests_finished}/{s.requests_total}"] * show_done
+        slo_pct = fmt_num(s.slo_attainment, 100.0)
+        if wide:  # whole percents keep the pair narrow enough for 120 columns
+            pct = f"{s.slo_attainment * 100:.0f}" if math.isfinite(s.slo_attainment) else "-"
+            slo_pct = f"{fmt_num(s.goodput_req_s)}/{pct}"
+        row.append(slo_pct)
+        row += [
+            str(s.preemptions),
+            fmt_num(s.switches_per_min),
+            fmt_num(s.spec_time_share, 100.0),
+        ]
+        if regrets is not None:
+            r = regrets.get(s.policy)
+            row.append(fmt_num(r.percent) if r is not None else "-")
+        if show_offloads:
+            value = s.extra.get("offloads")
+            row.append(str(int(value)) if value is not None else "-")
+        table.add_row(*row)
+    return table

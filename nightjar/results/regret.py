@@ -1,0 +1,118 @@
+"""Regret of a run against the oracle run on the same trace.
+
+*Per-token latency* (PTL) of a run = sum over steps of ``step_time_s * batch_size``
+divided by the sum of ``emitted`` tokens: each running request waits the whole step,
+so the numerator is request-seconds spent in steps and the ratio is the average time a
+running request waits per generated token. ``step_time_s`` is the step's whole
+duration (any switch cost included), so thrashing shows up here. Lower is better.
+
+Regret: absolute = (PTL - PTL_oracle) * emitted tokens of the run (the request-seconds
+the run spent beyond what the oracle would have for the same tokens); percent =
+(PTL / PTL_oracle - 1) * 100. An oracle that is not actually optimal can make regret
+negative; we report it as is rather than clipping, because it signals a weak oracle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from nightjar.core.records import RunResult
+from nightjar.errors import NightjarInputError
+
+
+@dataclass(frozen=True, slots=True)
+class Regret:
+    policy: str
+    oracle: str
+    ptl_s: float
+    oracle_ptl_s: float
+    absolute_s: float
+    percent: float
+
+
+def _cumulative(result: RunResult) -> tuple[npt.NDArray[np.float64], ...]:
+    """(step end times, cumulative request-seconds, cumulative emitted), time-sorted."""
+    n = len(result.steps)
+    start = np.fromiter((s.time_s for s in result.steps), np.float64, n)
+    dt = np.fromiter((s.step_time_s for s in result.steps), np.float64, n)
+    batch = np.fromiter((s.batch_size for s in result.steps), np.float64, n)
+    emitted = np.fromiter((s.emitted for s in result.steps), np.float64, n)
+    order = np.argsort(start, kind="stable")
+    end = (start + dt)[order]
+    return end, np.cumsum((dt * batch)[order]), np.cumsum(emitted[order])
+
+
+def per_token_latency(result: RunResult) -> float:
+    """Average seconds a running request waits per generated token (NaN if none)."""
+    _, wait, emitted = _cumulative(result)
+    if emitted.size == 0 or emitted[-1] <= 0:
+        return math.nan
+    return float(wait[-1] / emitted[-1])
+
+
+def _check_pair(result: RunResult, oracle: RunResult) -> None:
+    if result.trace != oracle.trace:
+        raise NightjarInputError(
+            f"regret of {result.policy!r} needs an oracle run on the same trace "
+            f"(got {result.trace!r} vs {oracle.trace!r})"
+        )
+
+
+def regret(result: RunResult, oracle: RunResult) -> Regret:
+    _check_pair(result, oracle)
+    ptl = per_token_latency(result)
+    ptl_o = per_token_latency(oracle)
+    _, _, emitted = _cumulative(result)
+    tokens = float(emitted[-1]) if emitted.size else 0.0
+    percent = (ptl / ptl_o - 1.0) * 100.0 if ptl_o > 0 else math.nan
+    return Regret(
+        policy=result.policy,
+        oracle=oracle.policy,
+        ptl_s=ptl,
+        oracle_ptl_s=ptl_o,
+        absolute_s=(ptl - ptl_o) * tokens,
+        percent=percent,
+    )
+
+
+def regret_curve(result: RunResult, oracle: RunResult, points: int = 20) -> pd.DataFrame:
+    """Cumulative regret % over growing prefixes of both runs.
+
+    At ``points`` evenly spaced times up to the earlier of the two runs' last step end,
+    each run's PTL is computed over the steps that have ended by then. Times where
+    either prefix has emitted nothing are dropped. Columns: ``time_s``, ``ptl_s``,
+    ``oracle_ptl_s``, ``regret_pct``.
+    """
+    _check_pair(result, oracle)
+    if points < 1:
+        raise NightjarInputError(f"regret curve needs at least 1 point, got {points}")
+    columns = ["time_s", "ptl_s", "oracle_ptl_s", "regret_pct"]
+    run, orc = _cumulative(result), _cumulative(oracle)
+    if run[0].size == 0 or orc[0].size == 0:
+        return pd.DataFrame(columns=columns, dtype=float)
+    horizon = min(float(run[0].max()), float(orc[0].max()))
+    times = np.linspace(horizon / points, horizon, points)
+    ptls = []
+    for end, wait, emitted in (run, orc):
+        # Step ends are not strictly sorted when steps overlap; a running max keeps
+        # searchsorted's precondition and only delays a step's credit slightly.
+        count = np.searchsorted(np.maximum.accumulate(end), times, side="right")
+        has = count > 0
+        w = np.where(has, wait[np.maximum(count - 1, 0)], np.nan)
+        e = np.where(has, emitted[np.maximum(count - 1, 0)], np.nan)
+        ptls.append(np.divide(w, e, out=np.full_like(w, np.nan), where=e > 0))
+    ratio = np.divide(ptls[0], ptls[1], out=np.full_like(times, np.nan), where=ptls[1] > 0)
+    frame = pd.DataFrame(
+        {
+            "time_s": times,
+            "ptl_s": ptls[0],
+            "oracle_ptl_s": ptls[1],
+            "regret_pct": (ratio - 1.0) * 100.0,
+        }
+    )
+    return frame.dropna().reset_index(drop=True)

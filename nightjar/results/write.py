@@ -1,0 +1,192 @@
+"""Write a run's CSVs and summary into an output folder, without clobbering user files.
+
+Layout (docs/outputs.md): ``<out>/.nightjar-run`` marker, ``<out>/summary.csv`` (one
+row per policy), optionally ``<out>/report.html``, and per policy
+``<out>/<slug>/{requests,steps}.csv`` and ``summary.json``. A folder holding the
+marker was written by nightjar and may be written again; any other non-empty folder
+is refused unless the caller forces it. Commands write through
+:func:`nightjar.results.outdir.staged_out_dir`, so a folder appears only once complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from nightjar.core.records import RunResult
+from nightjar.errors import NightjarInputError
+from nightjar.results.metrics import request_latencies
+from nightjar.results.outdir import MARKER, check_out_dir
+
+if TYPE_CHECKING:
+    from nightjar.results.run_set import PolicyRun, ResultSet
+
+# Characters kept as they are in a slug; all portable in file names on every OS.
+_SAFE = re.compile(r"[A-Za-z0-9.+-]")
+
+
+def policy_slug(spec: str) -> str:
+    """A readable, filesystem-safe folder name for a policy spec.
+
+    ``fixed:3`` -> ``fixed-3``; ``schedule:1-16:3,17-64:1,65-:0`` ->
+    ``schedule-1-16=3_17-64=1_65-=0``: the first ':' becomes '-', later ':' become
+    '=' and ',' becomes '_'. Distinct specs get distinct slugs: when the spec holds
+    a character that is not kept (or an '=' / '_' that the mapping also produces), a
+    short hash of the spec is appended.
+    """
+    name, sep, arg = spec.strip().partition(":")
+    mapped = arg.replace(":", "=").replace(",", "_")
+    body = name + ("-" + mapped if sep else "")
+    slug = "".join(c if _SAFE.match(c) or c in "=_" else "~" for c in body)
+    lossy = "~" in slug or any(c in "=_" for c in name + arg) or not slug.strip(".")
+    if lossy:
+        slug = slug.replace("~", "") + "-" + hashlib.sha1(spec.encode()).hexdigest()[:6]
+    return slug
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write to {path}: {exc.strerror or exc}") from None
+
+
+def prepare_out_dir(path: Path, force: bool = False) -> Path:
+    """Create ``path`` and mark it as a nightjar output folder.
+
+    Refuses an existing non-empty folder unless ``force``, also one holding an
+    earlier nightjar run: nothing the user has is overwritten without asking.
+    """
+    path = Path(path)
+    check_out_dir(path, force)
+    with _writing(path):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")
+    return path
+
+
+def _json_safe(value: Any) -> Any:
+    # JSON has no NaN/inf; null says "undefined" (e.g. TPOT with only 1-token outputs).
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def summary_row(run: PolicyRun) -> dict[str, Any]:
+    """The flat summary of one run, plus regret columns when it has a regret."""
+    flat = run.summary.as_dict()
+    head = {k: flat.pop(k) for k in ("policy", "engine", "trace")}
+    result = run.result
+    row: dict[str, Any] = {**head, "profile": result.profile, "seed": result.seed, **flat}
+    if run.regret is not None:
+        reg = run.regret
+        row.update(regret_pct=reg.percent, regret_s=reg.absolute_s, ptl_s=reg.ptl_s)
+    return row
+
+
+def require_format(fmt: str) -> None:
+    """Fail before any work when ``fmt`` cannot be written here."""
+    if fmt not in ("csv", "parquet"):
+        raise NightjarInputError(f"unknown table format {fmt!r} (csv or parquet)")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise NightjarInputError(
+                "--format parquet needs pyarrow: pip install pyarrow (or 'nightjar[cluster]')"
+            ) from None
+
+
+def write_frame(frame: pd.DataFrame, stem: Path, fmt: str = "csv") -> Path:
+    """``<stem>.csv``, or ``<stem>.parquet`` with ``fmt="parquet"`` (needs pyarrow)."""
+    require_format(fmt)
+    if fmt == "parquet":
+        path = stem.with_suffix(".parquet")
+        frame.to_parquet(path, index=False)
+        return path
+    path = stem.with_suffix(".csv")
+    frame.to_csv(path, index=False)
+    return path
+
+
+def write_run(run: PolicyRun, out_dir: Path, fmt: str = "csv") -> list[Path]:
+    """Write ``requests.csv``, ``steps.csv`` and ``summary.json`` for one run
+    (``requests.parquet`` and ``steps.parquet`` with ``fmt="parquet"``).
+
+    ``out_dir`` should come from :func:`prepare_out_dir`; the run's folder is its
+    slug. Returns the written paths.
+    """
+    folder = Path(out_dir) / run.slug
+    with _writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [
+            write_frame(request_latencies(run.result.requests_frame()), folder / "requests", fmt),
+            write_frame(run.result.steps_frame(), folder / "steps", fmt),
+            folder / "summary.json",
+        ]
+        record = {k: _json_safe(v) for k, v in summary_row(run).items()}
+        paths[2].write_text(json.dumps(record, indent=2) + "\n")
+    return paths
+
+
+def unique_slugs(results: Sequence[RunResult]) -> list[str]:
+    """Slugs for runs written side by side; a repeated policy (e.g. the same spec on
+    the sim and live engines) gets its engine, then a counter, appended."""
+    slugs: list[str] = []
+    for result in results:
+        slug = policy_slug(result.policy)
+        if slug in slugs:
+            slug = f"{slug}-{result.engine}"
+        base, n = slug, 2
+        while slug in slugs:
+            slug, n = f"{base}-{n}", n + 1
+        slugs.append(slug)
+    return slugs
+
+
+def write_summary_csv(results: ResultSet, out_dir: Path, fmt: str = "csv") -> Path:
+    """Write ``summary.csv`` (or ``summary.parquet``): one row per run (with regret
+    columns where it has one)."""
+    rows = [{"slug": run.slug, **summary_row(run)} for run in results.runs]
+    with _writing(Path(out_dir) / "summary"):
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        return write_frame(pd.DataFrame(rows), Path(out_dir) / "summary", fmt)
+
+
+def write_all(
+    results: ResultSet,
+    out_dir: Path,
+    *,
+    force: bool = False,
+    report: bool = False,
+    report_cdn: bool = False,
+    fmt: str = "csv",
+) -> list[Path]:
+    """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
+
+    ``fmt="parquet"`` writes the tables as parquet instead of CSV (``--format``).
+
+    With ``report``, also writes ``report.html`` (see :mod:`nightjar.report`), with
+    plotly.js loaded from its CDN when ``report_cdn``. Nothing is recomputed: the
+    summaries and regrets come with ``results``.
+    """
+    prepare_out_dir(out_dir, force)
+    paths: list[Path] = []
+    for run in results.runs:
+        paths += write_run(run, out_dir, fmt)
+    paths.append(write_summary_csv(results, out_dir, fmt))
+    if report:
+        # Imported here: plotly is slow to import and only the report needs it.
+        from nightjar.report import write_report
+
+        paths.append(write_report(results, Path(out_dir) / "report.html", cdn=report_cdn))
+    return paths

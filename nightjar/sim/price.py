@@ -1,0 +1,103 @@
+"""What one engine step costs, from its composition and the profile: the simulator's
+price function, shared by the engine and by ``nightjar validate`` (which replays each
+live step's composition through it).
+
+A step runs ``n`` decoding requests (speculating up to ``g_max``, ``drafted`` tokens
+in all) and ``prefill_tokens`` prompt tokens in one forward:
+
+- decode: the profile's decode table at (n, gamma, mean context), the verify part
+  interpolated between integer gammas when requests speculate different lengths;
+- the draft's sync forward at gamma 0 when a draft is loaded (``--draft-kv sync``);
+- the prompt tokens: with a mixed-step table (measured profiles), what they add on
+  top of the ``n + drafted`` decode tokens as measured; otherwise what they add on the
+  prefill curve, ``prefill(base + p) - prefill(base)``; a step with no decode pays
+  the prefill curve itself; the draft, when it runs, prefills the same tokens;
+- the switch: the draft's catch-up over ``lag`` tokens (``--draft-kv skip``).
+
+Lookups outside a table are priced at its edge; ``off_grid`` says so, for the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nightjar.profile.model import Profile
+from nightjar.profile.prefill import chunked_prefill_s
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    n_decode: int
+    g_max: int
+    drafted: int  # draft tokens over the decoding requests (n * g_max when uniform)
+    mean_ctx: float
+    prefill_tokens: int
+    draft_loaded: bool  # the draft's weights are resident
+    sync: bool  # the draft runs at gamma 0 (vLLM's K = 0 pass) when loaded
+    lag_tokens: int = 0  # draft KV to rebuild before speculating (skip mode)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPrice:
+    total_s: float
+    decode_s: float  # decode table (draft + verify + overheads) and the sync forward
+    prefill_s: float  # the prompt tokens, target and draft
+    switch_s: float
+    draft_prefilled: bool  # the draft ran over the prompt tokens
+    off_grid: bool  # some lookup was priced at a table's edge
+
+
+def price_step(profile: Profile, shape: StepShape) -> StepPrice:
+    n, p = shape.n_decode, shape.prefill_tokens
+    chunk = profile.max_prefill_tokens
+    decode_s = switch_s = prefill_s = 0.0
+    off_grid = False
+    if n:
+        ctx = shape.mean_ctx
+        off_grid = profile.off_grid(n, ctx)
+        decode_s = decode_time_s(profile, n, shape.g_max, shape.drafted / n, ctx)
+        if shape.g_max > 0:
+            if shape.lag_tokens:
+                switch_s = chunked_prefill_s(profile.draft_prefill_time_s, shape.lag_tokens, chunk)
+        elif shape.draft_loaded and shape.sync:
+            decode_s += profile.draft_forward_s(n, ctx)
+    draft_prefilled = False
+    if p:
+        base = n + shape.drafted
+        if n and profile.has_mixed:
+            off_grid = off_grid or profile.mixed_off_grid(base)
+            prefill_s = profile.mixed_added_s(base, p)
+        else:
+            prefill_s = added_s(profile.prefill_time_s, base, p, chunk)
+        if shape.draft_loaded and (shape.g_max > 0 or shape.sync):
+            prefill_s += added_s(profile.draft_prefill_time_s, base, p, chunk)
+            draft_prefilled = True
+    total = decode_s + prefill_s + switch_s
+    return StepPrice(total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid)
+
+
+def decode_time_s(profile: Profile, n: int, g_max: int, g_mean: float, mean_ctx: float) -> float:
+    """A decode step of ``n`` requests speculating ``g_mean`` on average, ``g_max`` at most.
+
+    The draft runs g_max sequential passes, while the verifier's work follows the mean
+    length: verify is interpolated between the neighbouring integer gammas.
+    """
+    timing = profile.decode_timing(n, g_max, mean_ctx)
+    if g_mean >= g_max:
+        return timing.step_s
+    lo = int(g_mean)
+    frac = g_mean - lo
+    v_lo = profile.decode_timing(n, lo, mean_ctx).verify_s
+    v_hi = profile.decode_timing(n, lo + 1, mean_ctx).verify_s if frac else v_lo
+    overhead = timing.step_s - timing.draft_s - timing.verify_s
+    return timing.draft_s + v_lo + frac * (v_hi - v_lo) + overhead
+
+
+def added_s(time_s: Callable[[int], float], base: int, tokens: int, chunk: int) -> float:
+    """What ``tokens`` prompt tokens add to a forward already running ``base`` tokens,
+    by the profile's prefill curve (chunked beyond its largest measured size)."""
+    if base <= 0:
+        return chunked_prefill_s(time_s, tokens, chunk)
+    added = chunked_prefill_s(time_s, base + tokens, chunk) - chunked_prefill_s(time_s, base, chunk)
+    return max(added, 0.0)

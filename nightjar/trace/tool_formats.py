@@ -1,0 +1,174 @@
+"""The trace formats other tools use: Vidur, vLLM's custom benchmark dataset, BurstGPT.
+
+- Vidur request CSV (``arrived_at,num_prefill_tokens,num_decode_tokens``, times in
+  seconds; other columns ignored): imported as is, and a nightjar trace exports to it.
+- vLLM ``bench serve --dataset-name custom`` JSONL: one object per line with a
+  ``prompt`` string and, optionally, ``output_tokens`` (vLLM takes the output length
+  from ``--custom-output-len``, default 256, which ``output_len`` mirrors). Lengths
+  are estimated from the text unless a local tokenizer is given; arrivals are
+  generated at a chosen rate, as vLLM's benchmark does.
+- BurstGPT CSV (``Timestamp,Model,Request tokens,Response tokens,...``; timestamps in
+  seconds from the start of the log): rows with zero response tokens are failed
+  requests and are skipped, as in BurstGPT's ``without_fails`` release.
+
+Every malformed row is a one-line error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from nightjar.errors import NightjarInputError
+from nightjar.trace.csv_rows import csv_rows
+from nightjar.trace.importers import ImportReport, TimeWindow, _explicit, estimate_tokens
+from nightjar.trace.model import Prompt, Trace
+from nightjar.trace.workloads import get_workload
+
+VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
+VLLM_DEFAULT_OUTPUT_LEN = 256
+
+
+def _number(text: str, col: str, where: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise NightjarInputError(f"{where}: {col} {text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise NightjarInputError(f"{where}: {col} must be a finite number >= 0 (got {text})")
+    return v
+
+
+def _count(text: str, col: str, where: str) -> int:
+    v = _number(text, col, where)
+    if v != int(v):
+        raise NightjarInputError(f"{where}: {col} {text!r} is not an integer")
+    return int(v)
+
+
+def import_vidur_csv(
+    path: str | Path, *, limit: int | None = None, workload: str = "sharegpt",
+    name: str | None = None,
+) -> tuple[Trace, ImportReport]:
+    """A Vidur request trace, arrival times as they are (so export and import round-trip)."""
+    get_workload(workload)
+    path = Path(path)
+    arrival: list[float] = []
+    prompt: list[int] = []
+    output: list[int] = []
+    skipped = 0
+    for where, row in csv_rows(path, VIDUR_COLUMNS):
+        t = _number(row["arrived_at"], "arrived_at", where)
+        p = _count(row["num_prefill_tokens"], "num_prefill_tokens", where)
+        o = _count(row["num_decode_tokens"], "num_decode_tokens", where)
+        if p == 0 or o == 0:
+            skipped += 1
+            continue
+        arrival.append(t)
+        prompt.append(p)
+        output.append(o)
+        if limit is not None and len(arrival) >= limit:
+            break
+    trace = _explicit(name or path.stem, arrival, prompt, output, workload,
+                      None, path, f"Imported from Vidur request trace {path.name}")
+    reason = "zero prefill or decode tokens" if skipped else ""
+    return trace, ImportReport(len(arrival), skipped, reason)
+
+
+def export_vidur_csv(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` as a Vidur request CSV (arrival in seconds, prompt and output
+    lengths); workloads, acceptance and prompt text have no Vidur column and are dropped."""
+    path = Path(path)
+    try:
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(VIDUR_COLUMNS)
+            for t, p, o in zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens,
+                               strict=True):
+                writer.writerow([f"{float(t):.6f}", int(p), int(o)])
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def import_burstgpt_csv(
+    path: str | Path, *, limit: int | None = None, start_s: float = 0.0,
+    duration_s: float | None = None, model: str | None = None, workload: str = "sharegpt",
+    name: str | None = None,
+) -> tuple[Trace, ImportReport]:
+    """BurstGPT rows (optionally of one ``Model``) whose timestamp lies in
+    ``[start_s, start_s + duration_s)`` after the first row's, re-based to 0."""
+    get_workload(workload)
+    path = Path(path)
+    window = TimeWindow(start_s, duration_s, limit)
+    for where, row in csv_rows(path, BURSTGPT_COLUMNS):
+        t = window.rebase(_number(row["Timestamp"], "Timestamp", where), where, "Timestamp")
+        req = _count(row["Request tokens"], "Request tokens", where)
+        resp = _count(row["Response tokens"], "Response tokens", where)
+        if model is not None and row.get("Model") != model:
+            continue
+        if window.take(t, req, resp):
+            break
+    trace = _explicit(name or path.stem, window.arrival, window.prompt, window.output,
+                      workload, None, path, f"Imported from BurstGPT trace {path.name}")
+    skipped = window.zero
+    reason = "zero request or response tokens (failed requests)" if skipped else ""
+    return trace, ImportReport(len(window.arrival), skipped, reason)
+
+
+def import_vllm_jsonl(
+    path: str | Path, *, rate_rps: float, burstiness: float = 1.0, seed: int = 0,
+    output_len: int = VLLM_DEFAULT_OUTPUT_LEN, limit: int | None = None,
+    workload: str = "sharegpt", count_tokens: Callable[[str], int] = estimate_tokens,
+    keep_prompts: bool = True, name: str | None = None,
+) -> tuple[Trace, ImportReport]:
+    """vLLM's custom benchmark dataset, in file order (vLLM shuffles; a trace keeps the
+    file's order so that it is reproducible without vLLM's seed)."""
+    get_workload(workload)
+    path = Path(path)
+    if not (rate_rps > 0) or not (burstiness > 0 and math.isfinite(burstiness)):
+        raise NightjarInputError("--rate must be > 0 (or inf) and --burstiness > 0")
+    if output_len < 1:
+        raise NightjarInputError(f"--output-len must be >= 1 (got {output_len})")
+    texts: list[str] = []
+    prompt: list[int] = []
+    output: list[int] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NightjarInputError(f"{path}: cannot read dataset ({exc})") from None
+    for number, line in enumerate(lines, start=1):
+        if limit is not None and len(texts) >= limit:
+            break
+        if not line.strip():
+            continue
+        where = f"{path}: line {number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise NightjarInputError(f"{where}: malformed JSON ({exc.msg})") from None
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
+            raise NightjarInputError(f"{where}: expected an object with a 'prompt' string")
+        out = item.get("output_tokens", output_len)
+        if isinstance(out, bool) or not isinstance(out, int) or out < 1:
+            raise NightjarInputError(f"{where}: output_tokens must be an integer >= 1")
+        texts.append(item["prompt"])
+        prompt.append(count_tokens(item["prompt"]))
+        output.append(out)
+    n = len(texts)
+    if math.isinf(rate_rps):
+        arrival = [0.0] * n
+    else:
+        rng = np.random.default_rng([seed, 0, 0])
+        gaps = rng.gamma(burstiness, 1.0 / (rate_rps * burstiness), size=max(n - 1, 0))
+        arrival = np.concatenate([[0.0], np.cumsum(gaps)]).tolist()[:n]
+    prompts: list[Prompt] | None = list(texts) if keep_prompts else None
+    trace = _explicit(name or path.stem, arrival, prompt, output, workload, prompts, path,
+                      f"Imported from vLLM custom dataset {path.name} at {rate_rps} req/s", seed)
+    return trace, ImportReport(n, 0, "")
