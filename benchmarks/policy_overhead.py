@@ -14,9 +14,10 @@ import argparse
 import statistics
 import time
 
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.harness import KneeLatency, run_loop
+from nightjar.policies.registry import make_policy
 
 POLICIES = [
     "nightjar", "nightjar+", "dsd", "banditspec", "banditspec-exp3", "sglang", "tetris", "oracle",

@@ -14,9 +14,11 @@ The Python API (docs/api.md) is importable from here and loaded on first use:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+# One source of truth: pyproject.toml.
+__version__ = importlib.metadata.version("nightjar")
 
 _API = {
     "simulate": "nightjar.api", "load_run": "nightjar.api", "results_frame": "nightjar.api",

@@ -24,9 +24,10 @@ import pandas as pd
 
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV
 from nightjar.core.records import RunResult
+from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
-from nightjar.results.metrics import Slo, Summary
+from nightjar.results.metrics import Summary
 from nightjar.results.regret import Regret
 from nightjar.results.run_set import ResultSet
 from nightjar.trace.model import Trace, load_trace
@@ -123,7 +124,7 @@ class Results(Sequence[RunResult]):
 
     def write(self, out: str | Path, *, force: bool = False, report: bool = True) -> Path:
         """CSVs, summaries and (by default) the HTML report, as ``nightjar sim --out``."""
-        from nightjar.results.write import write_all
+        from nightjar.report.folder import write_all
 
         write_all(self.result_set(), Path(out), force=force, report=report)
         return Path(out)
@@ -154,7 +155,7 @@ def simulate(
     ``oracle=True`` the oracle also runs, and regret columns appear in the frame.
     """
     from nightjar.commands.slo_args import make_slo
-    from nightjar.core.policy import expand_specs
+    from nightjar.policies.registry import expand_specs
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
 
     tr = load_trace(trace) if isinstance(trace, str) else trace

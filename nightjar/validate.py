@@ -13,17 +13,14 @@ same policy in the simulator on a profile, and compares two things:
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from itertools import pairwise
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nightjar.core.records import RequestRecord, RunResult, StepRecord
+from nightjar.core.acceptance import alpha_from_ratio
+from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import Profile
 from nightjar.results.metrics import summarize
@@ -31,69 +28,6 @@ from nightjar.trace.model import Trace
 
 COMPARED = ("throughput_tok_s", "ttft_s_mean", "ttft_s_p99", "tpot_s_mean", "tpot_s_p99",
             "e2e_s_mean", "e2e_s_p99", "mean_batch_size", "acceptance", "preemptions")
-
-
-def load_run(folder: Path) -> RunResult:
-    """Read back a run folder written by ``nightjar.results.write.write_run``."""
-    paths = {n: folder / n for n in ("requests.csv", "steps.csv", "summary.json")}
-    missing = [str(p) for p in paths.values() if not p.is_file()]
-    if missing:
-        raise NightjarInputError(f"{folder} is not a nightjar run folder: missing {missing[0]}")
-    try:
-        meta = json.loads(paths["summary.json"].read_text())
-        requests = pd.read_csv(paths["requests.csv"])
-        steps = pd.read_csv(paths["steps.csv"])
-        result = RunResult(
-            policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
-            profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
-            duration_s=float(meta["duration_s"]),
-            requests=_records(requests, RequestRecord, paths["requests.csv"]),
-            steps=_records(steps, StepRecord, paths["steps.csv"]),
-        )
-    except (KeyError, ValueError, TypeError, OverflowError, RecursionError,
-            UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
-    return result
-
-
-def _records(frame: pd.DataFrame, cls: Any, path: Path) -> list[Any]:
-    names = [f.name for f in fields(cls) if f.name in frame.columns]
-    required = {
-        f.name for f in fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    }
-    absent = required - set(names)
-    if absent:
-        raise ValueError(f"missing column {sorted(absent)[0]}")
-    kinds = {f.name: str(f.type) for f in fields(cls)}
-    cols = {name: _column(frame[name], kinds[name], path, name) for name in names}
-    return [cls(**dict(zip(names, row, strict=True))) for row in zip(*cols.values(), strict=True)]
-
-
-def _column(col: pd.Series, kind: str, path: Path, name: str) -> list[Any]:
-    """A CSV column as the record field's type; a cell that is not one is an error."""
-    if kind == "str":
-        return [str(v) for v in col]
-    if kind == "bool":
-        text = col.astype(str).str.lower()
-        bad = ~text.isin(["true", "false", "1", "0"])
-        values: list[Any] = (text.isin(["true", "1"])).tolist()
-    else:
-        num = pd.to_numeric(col, errors="coerce")
-        bad = num.isna() & col.notna()  # text that is not a number
-        if kind == "int":
-            # Integers: no gaps, no fractions, within int64.
-            bad |= num.isna() | (num % 1 != 0) | (num.abs() > 2**62)
-            values = num.fillna(0).astype("int64").tolist() if not bad.any() else []
-        else:
-            values = num.astype(float).tolist()
-    if bad.any():
-        i = int(bad.to_numpy().nonzero()[0][0])
-        raise NightjarInputError(
-            f"{path}: line {i + 2}: column {name} holds {str(col.iloc[i])[:40]!r}, "
-            f"not {'an integer' if kind == 'int' else 'a ' + kind}"
-        )
-    return values
 
 
 def trace_of(run: RunResult) -> Trace:
@@ -119,24 +53,6 @@ def trace_of(run: RunResult) -> Trace:
         )
     except ValueError as exc:  # the run's requests break a trace invariant
         raise NightjarInputError(f"run {run.policy!r}: its requests are no trace ({exc})") from None
-
-
-def alpha_from_ratio(ratio: np.ndarray, gamma: float) -> np.ndarray:
-    """Per-position acceptance ``a`` whose geometric law gives ``accepted/drafted = ratio``.
-
-    Under the truncated geometric law with ``g`` drafts a step accepts on average
-    ``a (1 - a^g) / (1 - a)`` of them, so the measured ratio understates ``a``; this
-    inverts that (monotone in ``a``) by bisection. NaN stays NaN.
-    """
-    target = np.clip(ratio, 0.0, 0.98)
-    lo, hi = np.zeros_like(target), np.full_like(target, 0.99)
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        got = mid * (1.0 - mid**gamma) / ((1.0 - mid) * gamma)
-        below = got < target
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    return np.where(np.isnan(ratio), np.nan, 0.5 * (lo + hi))
 
 
 @dataclass(frozen=True)
@@ -197,7 +113,7 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     measured (load on a shared host) then drops out, and what is left is the shape
     of the price (how one kind of step is priced against another).
     """
-    from nightjar.core.policy import spec_needs_draft
+    from nightjar.policies.registry import spec_needs_draft
     from nightjar.sim.price import StepShape, price_step
 
     s = run.steps_frame()
@@ -249,20 +165,6 @@ def compare_summaries(live: RunResult, sim: RunResult) -> pd.DataFrame:
 # What the agreement check reports per policy, besides the ranking: the terms a
 # scheduler model decides (the per-step table is checked separately).
 AGREEMENT = ("throughput_tok_s", "tpot_s_mean", "ttft_s_mean", "mean_batch_size", "e2e_s_mean")
-
-
-def load_runs(folder: Path) -> list[RunResult]:
-    """One run folder, or a folder of them (``nightjar live --out DIR``: DIR/<policy>)."""
-    if (folder / "summary.json").is_file():
-        return [load_run(folder)]
-    subs = sorted(p for p in folder.iterdir() if (p / "summary.json").is_file()) if (
-        folder.is_dir()
-    ) else []
-    if not subs:
-        raise NightjarInputError(
-            f"{folder} is not a nightjar run folder nor a folder of them: missing summary.json"
-        )
-    return [load_run(p) for p in subs]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 import nightjar
 from nightjar import Trace
 from nightjar.errors import NightjarInputError
-from nightjar.results.write import write_all
+from nightjar.report.folder import write_all
 from nightjar.trace.model import materialize
 from nightjar.trace.schema import parse_trace_json
 

@@ -13,11 +13,12 @@ import simpy
 from nightjar.core.driver import StepDriver
 from nightjar.core.estimators import context_bucket_of, expected_tokens
 from nightjar.core.memory import Action, MemoryConfig, MemoryController
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.nightjar_plus import NightjarPlusPolicy
 from nightjar.policies.objective import lookahead_top, parse_objective
+from nightjar.policies.registry import make_policy
 from nightjar.profile.model import Profile, load_profile
 from nightjar.sim import SimConfig
 from nightjar.sim.engine import Engine

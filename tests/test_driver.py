@@ -11,9 +11,10 @@ import pytest
 from nightjar.core.driver import StepDriver
 from nightjar.core.estimators import expected_tokens
 from nightjar.core.memory import Action, DraftState, MemoryConfig, MemoryController
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import Decision, StepContext, StepOutcome
 from nightjar.policies.harness import KneeLatency
+from nightjar.policies.registry import make_policy
 
 DRAFT = 100  # the draft's footprint in KV blocks
 

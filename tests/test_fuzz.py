@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightjar.cli import main
-from nightjar.core.policy import Policy, PolicyEnv, make_policy, registered
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import make_policy, registered
 from nightjar.profile.model import Profile, load_profile
 from nightjar.sim import SimConfig, simulate
 from nightjar.trace.importers import import_azure_csv, import_sharegpt

@@ -14,9 +14,11 @@ import pytest
 from rich.console import Console
 
 from nightjar.core.records import RequestRecord, RunResult, StepRecord
+from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
+from nightjar.report.folder import write_all
 from nightjar.report.terminal import summary_table
-from nightjar.results.metrics import Slo, summarize
+from nightjar.results.metrics import summarize
 from nightjar.results.regret import per_token_latency, regret, regret_curve
 from nightjar.results.run_set import ResultSet
 from nightjar.results.write import (
@@ -24,7 +26,6 @@ from nightjar.results.write import (
     policy_slug,
     prepare_out_dir,
     unique_slugs,
-    write_all,
     write_run,
     write_summary_csv,
 )

@@ -19,12 +19,13 @@ from nightjar.live.profiling.build import (
     mixed_rows_rebased,
 )
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.report.folder import write_all
+from nightjar.results.read import load_run
 from nightjar.results.run_set import ResultSet
-from nightjar.results.write import write_all
 from nightjar.sim import DraftKVMode, SimConfig, simulate
 from nightjar.sim.price import StepShape, added_s, price_step
 from nightjar.trace.model import load_trace
-from nightjar.validate import load_run, step_replay
+from nightjar.validate import step_replay
 
 # [batch_size, prompt tokens, added ms]
 MIXED = [[1, 256, 100.0], [1, 1024, 400.0], [32, 256, 200.0], [32, 1024, 800.0]]

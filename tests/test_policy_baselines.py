@@ -7,11 +7,12 @@ from collections import Counter
 import pytest
 
 from nightjar.core.estimators import expected_tokens
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.dsd import DsdPolicy
 from nightjar.policies.harness import KneeLatency, run_loop
+from nightjar.policies.registry import make_policy
 from nightjar.policies.sglang import SglangPolicy, parse_candidates
 
 LAT = KneeLatency()

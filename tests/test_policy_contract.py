@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from nightjar.core.policy import Policy, PolicyEnv, make_policy, registered
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.harness import KneeLatency, run_loop
+from nightjar.policies.registry import make_policy, registered
 
 ADAPTIVE = [
     "nightjar", "nightjar+", "dsd", "banditspec", "banditspec-exp3", "tetris", "sglang", "oracle",

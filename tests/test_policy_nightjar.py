@@ -6,11 +6,12 @@ from collections import Counter
 
 import pytest
 
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.harness import KneeLatency, run_loop
 from nightjar.policies.nightjar_bandit import NightjarPolicy, _Schedule
+from nightjar.policies.registry import make_policy
 
 LAT = KneeLatency()
 

@@ -6,10 +6,11 @@ from collections import Counter
 
 import pytest
 
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.nightjar_code import NightjarCodePolicy, context_bin, prior_weights
+from nightjar.policies.registry import make_policy
 
 
 def _ctx(b: int, rate: float | None = 0.0) -> StepContext:

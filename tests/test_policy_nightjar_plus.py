@@ -7,8 +7,9 @@ from collections import Counter
 import pytest
 
 from nightjar.core.estimators import EffectiveAcceptance, expected_tokens
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.policies.harness import KneeLatency, run_loop
+from nightjar.policies.registry import make_policy
 
 LAT = KneeLatency()
 SIZES = [1, 16, 32, 256]

@@ -7,9 +7,10 @@ import dataclasses
 import pytest
 
 from nightjar.core.estimators import PrefillCost
-from nightjar.core.policy import Policy, PolicyEnv, make_policy
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import Decision, StepContext, StepOutcome
 from nightjar.policies.harness import KneeLatency, run_loop
+from nightjar.policies.registry import make_policy
 
 LAT = KneeLatency()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import make_policy
 
 
 def _ctx(est: list[float] | None, ids: list[int] | None = None) -> StepContext:

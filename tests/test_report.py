@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from nightjar.core.records import RequestRecord, RunResult, StepRecord
+from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-from nightjar.report import build_page, write_report
 from nightjar.report.fig_latency import latency_figure
 from nightjar.report.fig_policy import policy_figure
 from nightjar.report.fig_time import time_figure
+from nightjar.report.folder import write_all
+from nightjar.report.page import build_page, write_report
 from nightjar.report.series import (
     TIME_BINS,
     gamma_batch_share,
@@ -22,9 +24,7 @@ from nightjar.report.series import (
     time_series,
 )
 from nightjar.report.style import WIDTH, policy_colors
-from nightjar.results.metrics import Slo
 from nightjar.results.run_set import ResultSet
-from nightjar.results.write import write_all
 
 
 def synthetic_run(

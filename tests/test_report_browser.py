@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nightjar.profile.model import DEFAULT_PROFILE, load_profile
-from nightjar.report import write_report
+from nightjar.report.page import write_report
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import SimConfig, simulate_many
 from nightjar.trace.model import load_trace

@@ -15,8 +15,8 @@ import nightjar.results.metrics
 import nightjar.results.regret
 import nightjar.results.run_set
 from nightjar.cli import main
+from nightjar.report.folder import write_all
 from nightjar.results.run_set import ResultSet
-from nightjar.results.write import write_all
 from tests.test_report import synthetic_run
 
 

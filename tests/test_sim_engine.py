@@ -259,8 +259,9 @@ def test_an_admission_steps_policy_sees_running_plus_admitted(
     # admitted ones, not the decode batch alone.
     import simpy
 
-    from nightjar.core.policy import PolicyEnv, make_policy
+    from nightjar.core.policy import PolicyEnv
     from nightjar.core.types import StepContext
+    from nightjar.policies.registry import make_policy
     from nightjar.sim.ledger import Ledger
 
     trace = small_trace(n=80, rate=40.0, out=60)

@@ -10,8 +10,8 @@ import pytest
 
 from nightjar.cli import main
 from nightjar.core.arrivals import ARRIVAL_WINDOW_S, ArrivalRate
-from nightjar.core.policy import spec_needs_draft
 from nightjar.core.types import StepContext, StepOutcome
+from nightjar.policies.registry import spec_needs_draft
 from nightjar.profile.model import load_profile
 from nightjar.sim import simulate
 from nightjar.trace.model import load_trace

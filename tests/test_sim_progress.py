@@ -10,8 +10,9 @@ import pytest
 import simpy
 
 from nightjar.cli import main
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import make_policy
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.sim import OnUnfit, SimConfig, SimulationStalled, check_fit, simulate
 from nightjar.sim.engine import Engine

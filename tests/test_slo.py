@@ -9,7 +9,8 @@ import pytest
 
 from nightjar.cli import build_parser, main
 from nightjar.core.records import RequestRecord, RunResult
-from nightjar.results.metrics import Slo, summarize
+from nightjar.core.slo import Slo
+from nightjar.results.metrics import summarize
 
 
 def run_of(ttfts: list[float], tpots: list[float], unfinished: int = 0) -> RunResult:

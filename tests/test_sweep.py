@@ -17,7 +17,8 @@ import pytest
 
 import nightjar
 from nightjar.cli import main
-from nightjar.results.metrics import Slo, Stat, Summary
+from nightjar.core.slo import Slo
+from nightjar.results.metrics import Stat, Summary
 from nightjar.sweep.cell import scale_rate
 from nightjar.trace.model import load_trace
 
@@ -297,7 +298,7 @@ class _Explodes:
 def test_a_failing_cell_is_reported_not_saved_and_the_others_finish(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nightjar.core import policy
+    from nightjar.policies import registry as policy
 
     policy.registered()  # load the real registry first
     info = policy.PolicyInfo("explode", lambda arg, env: _Explodes(env.seed), "test", ("explode",))

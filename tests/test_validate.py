@@ -7,19 +7,15 @@ from pathlib import Path
 import pytest
 
 from nightjar.cli import main
+from nightjar.core.acceptance import alpha_from_ratio
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.report.folder import write_all
+from nightjar.results.read import load_run
 from nightjar.results.run_set import ResultSet
-from nightjar.results.write import write_all
 from nightjar.sim import SimConfig, simulate
 from nightjar.trace.model import load_trace
-from nightjar.validate import (
-    alpha_from_ratio,
-    compare_summaries,
-    load_run,
-    step_model_error,
-    trace_of,
-)
+from nightjar.validate import compare_summaries, step_model_error, trace_of
 
 
 @pytest.fixture(scope="module")

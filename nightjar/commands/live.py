@@ -215,7 +215,8 @@ def add_parser(sub: Any) -> None:
 
 def _check_policies(specs: list[str], gamma_max: int) -> None:
     import nightjar.live.cycle  # noqa: F401  (registers the diagnostic cycle policy)
-    from nightjar.core.policy import PolicyEnv, make_policy
+    from nightjar.core.policy import PolicyEnv
+    from nightjar.policies.registry import make_policy
 
     for spec in specs:
         name = spec.partition(":")[0]
@@ -304,8 +305,8 @@ def _check_kv_room(args: argparse.Namespace, draft: str | None, memory: Any) -> 
 def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, settings: Any) -> Any:
     """The engine the flags describe; a policy that never speculates (``nospec``,
     see ``spec_needs_draft``) runs without a draft."""
-    from nightjar.core.policy import spec_needs_draft
     from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.policies.registry import spec_needs_draft
 
     spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
     return EngineSpec(
@@ -323,10 +324,10 @@ def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, setti
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.core.policy import expand_specs, spec_needs_draft
     from nightjar.live.models import check_pair, default_draft, resolve_model
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
+    from nightjar.policies.registry import expand_specs, spec_needs_draft
     from nightjar.results.write import require_format
 
     slo_from_args(args)  # a bad SLO or format fails before vLLM starts
@@ -404,11 +405,12 @@ def _replay_all(
     from rich.console import Console
 
     from nightjar.live import logs
+    from nightjar.report.folder import write_all
     from nightjar.report.progress import LazyProgress
     from nightjar.report.terminal import summary_table
     from nightjar.results.outdir import default_out_dir
     from nightjar.results.run_set import ResultSet
-    from nightjar.results.write import prepare_out_dir, write_all
+    from nightjar.results.write import prepare_out_dir
     from nightjar.trace.model import load_trace
 
     trace = load_trace(args.trace)

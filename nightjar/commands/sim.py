@@ -11,8 +11,8 @@ from rich.console import Console
 
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
-from nightjar.core.policy import expand_specs, registered, within_gamma_max
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import expand_specs, registered, within_gamma_max
 from nightjar.profile.model import DEFAULT_PROFILE
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
@@ -206,8 +206,8 @@ def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str)
 def _one_seed(
     args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
 ) -> None:
+    from nightjar.report.folder import write_all
     from nightjar.report.terminal import summary_table
-    from nightjar.results.write import write_all
 
     title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
     result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
@@ -227,14 +227,14 @@ def _many_seeds(
     intervals to the top of ``out``."""
     import dataclasses
 
+    from nightjar.report.folder import write_all
+    from nightjar.report.terminal import interval_table
     from nightjar.results.multiseed import (
         aggregate,
-        interval_table,
         seed_rows,
         verdicts,
         write_seed_files,
     )
-    from nightjar.results.write import write_all
     from nightjar.trace.model import load_trace
 
     rows = []

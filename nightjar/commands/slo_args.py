@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-from nightjar.results.metrics import Slo
 
 
 def add_slo_args(parser: Any) -> None:

@@ -45,12 +45,12 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from nightjar.profile.model import load_profile
     from nightjar.results.outdir import staged_out_dir
+    from nightjar.results.read import load_runs
     from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
     from nightjar.trace.schema import MAX_SEED
     from nightjar.validate import (
         agreement,
         compare_summaries,
-        load_runs,
         step_model_error,
         step_replay,
         trace_of,

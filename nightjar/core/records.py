@@ -7,8 +7,11 @@ and reports compare directly. Times are seconds from the start of the trace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # frames are for readers; engines (the live plugins) never load pandas
+    import pandas as pd
+
 
 
 @dataclass(slots=True)
@@ -71,5 +74,7 @@ class RunResult:
 
 
 def _frame(rows: list[RequestRecord] | list[StepRecord], cls: type) -> pd.DataFrame:
+    import pandas as pd
+
     names = [f.name for f in fields(cls)]
     return pd.DataFrame({n: [getattr(r, n) for r in rows] for n in names}, columns=names)

@@ -21,8 +21,9 @@ import math
 import random
 
 from nightjar.core.estimators import parse_no_arg
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
+from nightjar.policies.registry import register
 
 EXP3_GAMMA = 0.1
 

@@ -15,9 +15,10 @@ slots do not crowd out the queue.
 from __future__ import annotations
 
 from nightjar.core.estimators import expected_tokens_all, parse_no_arg
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import LatencyModel, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import register
 
 EMA_KEEP = 0.85
 INITIAL_ALPHA = 0.7

@@ -30,8 +30,9 @@ import random
 from dataclasses import dataclass
 
 from nightjar.core.estimators import PrefillCost, bucket_of, parse_no_arg
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
+from nightjar.policies.registry import register
 
 # Floor on the smoothing weight of a new observation: the mean of the first 20
 # observations, then an exponential average over ~20, so an arm's estimate follows

@@ -36,9 +36,10 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import register
 
 NUM_BINS = 12  # the published default ``num_log_bins``
 GATE_BATCH = 20  # gate when B > this ...

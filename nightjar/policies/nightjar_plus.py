@@ -45,9 +45,10 @@ import random
 from collections import deque
 
 from nightjar.core.estimators import EffectiveAcceptance, PrefillCost
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.objective import Objective, lookahead_top, parse_objective, slo_choice
+from nightjar.policies.registry import register
 from nightjar.policies.step_times import Bucket, OnlineTimes, ProfileTimes, bucket_key, nearest
 
 EXPLORE = 0.01

@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from nightjar.core.slo import Slo
 from nightjar.core.types import StepContext
 from nightjar.errors import NightjarInputError
-from nightjar.results.metrics import Slo
 
 
 @dataclass(frozen=True, slots=True)

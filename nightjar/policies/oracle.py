@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from nightjar.core.estimators import MAX_ALPHA, expected_tokens_all, parse_no_arg
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import LatencyModel, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import register
 
 # Where the engine has no ground truth (the live engine), the oracle falls back to
 # the engine's estimates, then to this prior; it is then no longer an oracle.

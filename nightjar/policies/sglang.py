@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nightjar.core.estimators import bucket_of
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import register
 
 DEFAULT_CANDIDATES = (1, 3, 7)
 EMA_ALPHA = 0.2

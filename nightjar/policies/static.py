@@ -6,9 +6,10 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import register
 
 _DIGITS = re.compile(r"[0-9]{1,9}")
 

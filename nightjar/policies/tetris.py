@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nightjar.core.policy import Policy, PolicyEnv, register
+from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import register
 
 DEFAULT_K = 2.0
 

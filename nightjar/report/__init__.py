@@ -1,5 +1,5 @@
-"""The HTML report of a run set (see :mod:`nightjar.report.page` for its layout)."""
+"""What people read: the HTML report of a run set (:mod:`nightjar.report.page` lays it out),
+the terminal tables, sparklines and progress bars.
 
-from nightjar.report.page import build_page, write_report
-
-__all__ = ["build_page", "write_report"]
+Nothing is re-exported here, so that a terminal table never imports plotly.
+"""

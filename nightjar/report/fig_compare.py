@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from nightjar.core.slo import Slo
 from nightjar.report.style import base_layout, line_style
-from nightjar.results.metrics import Slo
 from nightjar.results.regret import regret_curve
 from nightjar.results.run_set import PolicyRun, ResultSet
 

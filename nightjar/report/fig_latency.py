@@ -8,9 +8,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from nightjar.core.slo import Slo
 from nightjar.report.series import ecdf
 from nightjar.report.style import MUTED, base_layout, line_style
-from nightjar.results.metrics import Slo, request_latencies
+from nightjar.results.metrics import request_latencies
 from nightjar.results.run_set import PolicyRun
 
 # (column, panel title, unit, scale to that unit, SLO attribute or None)

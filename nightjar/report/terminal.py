@@ -15,6 +15,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 
 from nightjar.results.metrics import Stat, Summary
+from nightjar.results.multiseed import METRICS, Aggregate, Metric
 from nightjar.results.regret import Regret
 
 T = TypeVar("T", bound=Table)
@@ -127,4 +128,30 @@ def _build(
             value = s.extra.get("offloads")
             row.append(str(int(value)) if value is not None else "-")
         table.add_row(*row)
+    return table
+
+
+# Shown on consoles too narrow for every metric (piped output is 80 columns).
+_NARROW = ("throughput_tok_s", "e2e_s_mean", "regret_pct")
+
+
+def interval_table(agg: Aggregate, title: str | None = None) -> Table:
+    """The terminal table: mean ± 95% half-width per policy and metric.
+
+    On a console too narrow for every metric it shows throughput, mean E2E and
+    regret only, rather than squeezing the policy names away.
+    """
+    table = _build_intervals(_FitTable, agg, title, [m for m in METRICS])
+    table.narrow = _build_intervals(Table, agg, title, [m for m in METRICS if m.key in _NARROW])
+    return table
+
+
+def _build_intervals(cls: type[T], agg: Aggregate, title: str | None, metrics: list[Metric]) -> T:
+    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("policy", overflow="fold", min_width=8, max_width=30)
+    shown = [m for m in metrics if any(math.isfinite(agg[p][m.key].mean) for p in agg)]
+    for m in shown:
+        table.add_column(m.label, justify="right", no_wrap=True)
+    for policy, ivs in agg.items():
+        table.add_row(policy, *[ivs[m.key].format(m.fmt) for m in shown])
     return table

@@ -14,10 +14,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-
-from rich import box
-from rich.table import Table
 
 from nightjar.results.metrics import Summary
 from nightjar.results.regret import Regret
@@ -94,37 +90,6 @@ def verdicts(agg: Aggregate, key: str) -> list[str]:
     if tied:
         line += f"; intervals overlap with {', '.join(tied)} (no claim)"
     return [line]
-
-
-# Shown on consoles too narrow for every metric (piped output is 80 columns).
-_NARROW = ("throughput_tok_s", "e2e_s_mean", "regret_pct")
-
-
-def interval_table(agg: Aggregate, title: str | None = None) -> Table:
-    """The terminal table: mean ± 95% half-width per policy and metric.
-
-    On a console too narrow for every metric it shows throughput, mean E2E and
-    regret only, rather than squeezing the policy names away.
-    """
-    from nightjar.report.terminal import _FitTable
-
-    table = _build(_FitTable, agg, title, [m for m in METRICS])
-    table.narrow = _build(Table, agg, title, [m for m in METRICS if m.key in _NARROW])
-    return table
-
-
-T = TypeVar("T", bound=Table)
-
-
-def _build(cls: type[T], agg: Aggregate, title: str | None, metrics: list[Metric]) -> T:
-    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("policy", overflow="fold", min_width=8, max_width=30)
-    shown = [m for m in metrics if any(math.isfinite(agg[p][m.key].mean) for p in agg)]
-    for m in shown:
-        table.add_column(m.label, justify="right", no_wrap=True)
-    for policy, ivs in agg.items():
-        table.add_row(policy, *[ivs[m.key].format(m.fmt) for m in shown])
-    return table
 
 
 def write_seed_files(rows: Sequence[Row], agg: Aggregate, out_dir: Path) -> list[Path]:

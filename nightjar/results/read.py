@@ -7,6 +7,7 @@ wall time, ...) come back as ``RunResult.extra``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import fields
 from pathlib import Path
@@ -15,11 +16,9 @@ from typing import Any
 import pandas as pd
 
 from nightjar.core.records import RequestRecord, RunResult, StepRecord
+from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-from nightjar.results.metrics import Slo, Stat, Summary
-
-# The CSV reader's typed, cell-checked conversion serves parquet tables too.
-from nightjar.validate import _records as records_of
+from nightjar.results.metrics import Stat, Summary
 
 # Columns of summary.json that are not engine extras.
 _ROW_KEYS = {"slug", "profile", "seed", "regret_pct", "regret_s", "ptl_s"}
@@ -47,17 +46,16 @@ def _parquet(path: Path) -> pd.DataFrame:
 
 
 def _table(path: Path, cls: Any) -> list[Any]:
-    return records_of(_parquet(path), cls, path)
+    return _records(_parquet(path), cls, path)
 
 
 def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
     """The run in ``folder`` and the SLO its summary was computed with (if recorded).
 
-    CSV folders are read by :func:`nightjar.validate.load_run` (one reader, one set of
-    checks for ``nightjar validate`` and the API); parquet folders here.
+    CSV folders are read by :func:`load_run` (one reader, one set of checks for
+    ``nightjar validate`` and the API); parquet folders here, with the same typed,
+    cell-checked conversion of every column.
     """
-    from nightjar.validate import load_run
-
     folder = Path(folder)
     summary = folder / "summary.json"
     if not summary.is_file():
@@ -85,3 +83,80 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
     run.extra = extra
     return run, slo
+
+
+def load_run(folder: Path) -> RunResult:
+    """Read back a run folder written by ``nightjar.results.write.write_run``."""
+    paths = {n: folder / n for n in ("requests.csv", "steps.csv", "summary.json")}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise NightjarInputError(f"{folder} is not a nightjar run folder: missing {missing[0]}")
+    try:
+        meta = json.loads(paths["summary.json"].read_text())
+        requests = pd.read_csv(paths["requests.csv"])
+        steps = pd.read_csv(paths["steps.csv"])
+        result = RunResult(
+            policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
+            profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
+            duration_s=float(meta["duration_s"]),
+            requests=_records(requests, RequestRecord, paths["requests.csv"]),
+            steps=_records(steps, StepRecord, paths["steps.csv"]),
+        )
+    except (KeyError, ValueError, TypeError, OverflowError, RecursionError,
+            UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
+    return result
+
+
+def _records(frame: pd.DataFrame, cls: Any, path: Path) -> list[Any]:
+    names = [f.name for f in fields(cls) if f.name in frame.columns]
+    required = {
+        f.name for f in fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    absent = required - set(names)
+    if absent:
+        raise ValueError(f"missing column {sorted(absent)[0]}")
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    cols = {name: _column(frame[name], kinds[name], path, name) for name in names}
+    return [cls(**dict(zip(names, row, strict=True))) for row in zip(*cols.values(), strict=True)]
+
+
+def _column(col: pd.Series, kind: str, path: Path, name: str) -> list[Any]:
+    """A CSV column as the record field's type; a cell that is not one is an error."""
+    if kind == "str":
+        return [str(v) for v in col]
+    if kind == "bool":
+        text = col.astype(str).str.lower()
+        bad = ~text.isin(["true", "false", "1", "0"])
+        values: list[Any] = (text.isin(["true", "1"])).tolist()
+    else:
+        num = pd.to_numeric(col, errors="coerce")
+        bad = num.isna() & col.notna()  # text that is not a number
+        if kind == "int":
+            # Integers: no gaps, no fractions, within int64.
+            bad |= num.isna() | (num % 1 != 0) | (num.abs() > 2**62)
+            values = num.fillna(0).astype("int64").tolist() if not bad.any() else []
+        else:
+            values = num.astype(float).tolist()
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        raise NightjarInputError(
+            f"{path}: line {i + 2}: column {name} holds {str(col.iloc[i])[:40]!r}, "
+            f"not {'an integer' if kind == 'int' else 'a ' + kind}"
+        )
+    return values
+
+
+def load_runs(folder: Path) -> list[RunResult]:
+    """One run folder, or a folder of them (``nightjar live --out DIR``: DIR/<policy>)."""
+    if (folder / "summary.json").is_file():
+        return [load_run(folder)]
+    subs = sorted(p for p in folder.iterdir() if (p / "summary.json").is_file()) if (
+        folder.is_dir()
+    ) else []
+    if not subs:
+        raise NightjarInputError(
+            f"{folder} is not a nightjar run folder nor a folder of them: missing summary.json"
+        )
+    return [load_run(p) for p in subs]

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nightjar.core.records import RunResult
-from nightjar.results.metrics import Slo, Summary, summarize
+from nightjar.core.slo import Slo
+from nightjar.results.metrics import Summary, summarize
 from nightjar.results.regret import Regret, regret
 from nightjar.results.write import unique_slugs
 

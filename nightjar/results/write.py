@@ -160,33 +160,3 @@ def write_summary_csv(results: ResultSet, out_dir: Path, fmt: str = "csv") -> Pa
     with _writing(Path(out_dir) / "summary"):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         return write_frame(pd.DataFrame(rows), Path(out_dir) / "summary", fmt)
-
-
-def write_all(
-    results: ResultSet,
-    out_dir: Path,
-    *,
-    force: bool = False,
-    report: bool = False,
-    report_cdn: bool = False,
-    fmt: str = "csv",
-) -> list[Path]:
-    """Prepare ``out_dir`` and write every run plus the comparison; the CLI's one call.
-
-    ``fmt="parquet"`` writes the tables as parquet instead of CSV (``--format``).
-
-    With ``report``, also writes ``report.html`` (see :mod:`nightjar.report`), with
-    plotly.js loaded from its CDN when ``report_cdn``. Nothing is recomputed: the
-    summaries and regrets come with ``results``.
-    """
-    prepare_out_dir(out_dir, force)
-    paths: list[Path] = []
-    for run in results.runs:
-        paths += write_run(run, out_dir, fmt)
-    paths.append(write_summary_csv(results, out_dir, fmt))
-    if report:
-        # Imported here: plotly is slow to import and only the report needs it.
-        from nightjar.report import write_report
-
-        paths.append(write_report(results, Path(out_dir) / "report.html", cdn=report_cdn))
-    return paths

@@ -24,10 +24,11 @@ import simpy
 from nightjar.core.admission import Limits, Room, admit, step_batch
 from nightjar.core.arrivals import ARRIVAL_WINDOW_S
 from nightjar.core.driver import StepDriver
-from nightjar.core.policy import Policy, spec_needs_draft
+from nightjar.core.policy import Policy
 from nightjar.core.records import StepRecord
 from nightjar.core.types import Decision, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
+from nightjar.policies.registry import spec_needs_draft
 from nightjar.profile.model import Profile
 from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.batch import RunningBatch

@@ -1,6 +1,6 @@
 """The draft memory of a server that loads no draft: what ``nospec`` really runs on.
 
-A policy that can never speculate (:func:`nightjar.core.policy.spec_needs_draft`) is
+A policy that can never speculate (:func:`nightjar.policies.registry.spec_needs_draft`) is
 served the way a real deployment would serve it: no draft weights, no draft KV
 cache, the whole pool for the target (``MemoryFacts.kv_blocks(False)``), nothing to
 offload. Same interface as :class:`nightjar.sim.draft.DraftMemory`.

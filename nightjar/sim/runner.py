@@ -10,8 +10,9 @@ import numpy as np
 import simpy
 
 from nightjar.core.draft_kv import SyncedDraftLatency
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.records import RunResult
+from nightjar.policies.registry import make_policy
 from nightjar.profile.model import Profile
 from nightjar.profile.priors import parse_prior
 from nightjar.sim.config import DraftKVMode, SimConfig

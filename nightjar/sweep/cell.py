@@ -21,10 +21,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
-from nightjar import __version__
-
+# Part of every cell's identity: a new release may give new numbers.
+_VERSION = version("nightjar")
 # Parsed traces and profiles per worker process, keyed by the digest of their text.
 _CACHE: dict[tuple[str, str, int], Any] = {}
 
@@ -53,7 +54,7 @@ class Cell:
         """The cell's identity: its parameters, the exact trace and profile contents,
         and the nightjar version (a new simulator may give new numbers)."""
         ident = {**self.params(), "trace_sha": trace_digest, "profile_sha": profile_digest,
-                 "version": __version__}
+                 "version": _VERSION}
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:20]
 
@@ -103,7 +104,8 @@ def scale_rate(trace: Any, scale: float) -> Any:
 def run_cell(task: CellTask) -> dict[str, Any]:
     """Simulate one cell and return its table row (cell parameters + every summary column)."""
     from nightjar.core.memory import MemoryConfig
-    from nightjar.results.metrics import Slo, summarize
+    from nightjar.core.slo import Slo
+    from nightjar.results.metrics import summarize
     from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate
 
     cell = task.cell

@@ -59,7 +59,8 @@ def _trace_text(name: str) -> str:
 
 
 def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
-    from nightjar.core.policy import PolicyEnv, make_policy
+    from nightjar.core.policy import PolicyEnv
+    from nightjar.policies.registry import make_policy
 
     for name, profile in profiles.items():
         for g in spec.axes["gamma_max"]:
@@ -73,7 +74,7 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
 
 def plan(spec: SweepSpec) -> list[CellTask]:
     """Every cell of the grid with its key and input texts (validating all inputs)."""
-    from nightjar.core.policy import expand_specs
+    from nightjar.policies.registry import expand_specs
     from nightjar.profile.model import load_profile
     from nightjar.sweep.spec import with_axis
 

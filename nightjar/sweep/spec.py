@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
-from nightjar.results.metrics import Slo
 from nightjar.sweep.cell import Cell
 
 DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar+")

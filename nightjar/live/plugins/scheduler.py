@@ -33,7 +33,7 @@ from nightjar.core.arrivals import ArrivalRate
 from nightjar.core.draft_kv import SyncedDraftLatency
 from nightjar.core.driver import StepDriver
 from nightjar.core.memory import Action
-from nightjar.core.policy import PolicyEnv, make_policy
+from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext
 from nightjar.live.plugins.message import attach, message_of
 from nightjar.live.plugins.optout import withhold_opted_out
@@ -49,6 +49,7 @@ from nightjar.live.settings import LiveSettings
 from nightjar.live.state import StateWriter
 from nightjar.live.steplog import StepLog
 from nightjar.live.version import check_vllm_version
+from nightjar.policies.registry import make_policy
 
 
 class NightjarSchedulerMixin:

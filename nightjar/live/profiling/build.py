@@ -225,7 +225,7 @@ def acceptance(runs: list[EngineRun], kind: str) -> tuple[float, float, int] | N
     truncated geometric law (the simulator's), so the mean is the simulator's ``a``;
     the concentration is the method-of-moments fit ``m (1 - m) / var - 1``.
     """
-    from nightjar.validate import alpha_from_ratio
+    from nightjar.core.acceptance import alpha_from_ratio
 
     alphas: list[float] = []
     for run in runs:

@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from nightjar.core.acceptance import alpha_from_ratio
 from nightjar.core.records import StepRecord
 from nightjar.core.types import LatencyModel
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import Profile, load_profile
 from nightjar.profile.prefill import reload_cost_s
-from nightjar.validate import alpha_from_ratio
 
 KIND = "nightjar-step-table"
 

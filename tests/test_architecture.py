@@ -1,0 +1,182 @@
+"""The package's layers (docs/architecture.md), checked from the source's imports.
+
+Imports under ``if TYPE_CHECKING:`` never count. The circle and layer rules count
+every other import, deferred ones inside functions too (a deferred import is how the
+CLI keeps simpy and plotly out of ``nightjar --help``, not a way around a layer). What
+a module loads when imported (:func:`closure`) follows import-time imports only.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "nightjar"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _import_nodes(body: list[ast.stmt], deep: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _import_nodes(node.body, deep)
+            yield from _import_nodes(node.orelse, deep)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody,
+                          *(h.body for h in node.handlers)):
+                yield from _import_nodes(block, deep)
+        elif isinstance(node, ast.With) or (deep and isinstance(node, _SCOPES)):
+            yield from _import_nodes(node.body, deep)
+
+
+def imports_of(module: str, deep: bool = False) -> set[str]:
+    """Every module ``module`` imports (ours resolved to a module, others by top name)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in _import_nodes(tree.body, deep):
+        if isinstance(node, ast.Import):
+            out.update(a.name if a.name.startswith("nightjar") else a.name.split(".")[0]
+                       for a in node.names)
+        elif node.level == 0 and node.module:
+            if not node.module.startswith("nightjar"):
+                out.add(node.module.split(".")[0])
+                continue
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                out.add(sub if sub in MODULES else node.module)
+    return out
+
+
+def _ours(names: set[str]) -> set[str]:
+    return {n for n in names if n in MODULES}
+
+
+def closure(module: str) -> set[str]:
+    """What importing ``module`` loads: ours transitively, plus third-party top names."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        if m in MODULES:
+            todo.extend(imports_of(m))
+    return seen - {module}
+
+
+def test_there_is_no_import_circle() -> None:
+    graph = {m: _ours(imports_of(m, deep=True)) for m in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert circles == []
+
+
+def _family(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+# Which families each family may import (besides itself and the leaf helpers).
+LEAVES = {"nightjar", "nightjar.errors", "nightjar.reading"}
+ALLOWED = {
+    "core": set(),
+    "policies": {"core"},
+    "trace": set(),
+    "profile": {"core"},
+    "roofline": {"profile"},
+    "results": {"core"},
+    "report": {"core", "results"},
+    "sim": {"core", "policies", "profile", "trace"},
+    "live": {"core", "policies", "profile", "trace"},
+}
+
+
+@pytest.mark.parametrize("family", sorted(ALLOWED))
+def test_a_family_imports_only_the_layers_below_it(family: str) -> None:
+    allowed = ALLOWED[family] | {family}
+    broken = {
+        (m, dep)
+        for m in MODULES if _family(m) == family
+        for dep in _ours(imports_of(m, deep=True))
+        if dep not in LEAVES and _family(dep) not in allowed
+    }
+    assert broken == set()
+
+
+def test_the_engines_never_import_each_other_nor_the_validator() -> None:
+    for m in MODULES:
+        deps = {_family(d) for d in _ours(imports_of(m, deep=True))}
+        if _family(m) == "sim":
+            assert "live" not in deps, m
+        if _family(m) == "live":
+            assert not deps & {"sim", "validate"}, m
+
+
+def test_the_live_plugins_load_neither_pandas_nor_plotly() -> None:
+    # vLLM loads these classes in every engine process; the step path stays lean.
+    plugins = [m for m in MODULES if m.startswith("nightjar.live.plugins.")]
+    assert plugins
+    for module in plugins:
+        assert not closure(module) & {"pandas", "plotly", "nightjar.validate"}, module
+
+
+def test_importing_the_core_loads_no_engine() -> None:
+    for module in (m for m in MODULES if _family(m) == "core"):
+        assert not closure(module) & {"simpy", "vllm", "torch", "pandas", "plotly"}, module
+
+
+def test_at_most_a_dozen_modules_sit_at_the_top() -> None:
+    top = [p.name for p in ROOT.glob("*.py")]
+    assert len(top) <= 12, sorted(top)
