@@ -22,7 +22,7 @@ from typing import Any, overload
 
 import pandas as pd
 
-from nightjar.core.draft_kv import DEFAULT_DRAFT_KV
+from nightjar.config import RunConfig
 from nightjar.core.records import RunResult
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
@@ -31,8 +31,6 @@ from nightjar.results.metrics import Summary
 from nightjar.results.regret import Regret
 from nightjar.results.run_set import ResultSet
 from nightjar.trace.model import Trace, load_trace
-
-DEFAULT_POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar+")
 
 
 class Results(Sequence[RunResult]):
@@ -130,53 +128,62 @@ class Results(Sequence[RunResult]):
         return Path(out)
 
 
+_D = RunConfig()  # the defaults every entry point shares (nightjar.config)
+
+
 def simulate(
     trace: Trace | str,
     profile: Profile | str | None = None,
     policies: str | Sequence[str] | None = None,
     *,
-    seed: int = 0,
-    gamma_max: int = 4,
-    offload: bool = False,
-    reload: str = "drain",
-    draft_kv: str = DEFAULT_DRAFT_KV,
-    acceptance: str = "geometric",
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
-    slo_ttft: float = Slo().ttft_s,
-    slo_tpot: float = Slo().tpot_s,
-    oracle: bool = False,
+    seed: int = _D.seed,
+    gamma_max: int = _D.gamma_max,
+    prior: str = _D.prior,
+    draft_kv: str = _D.draft_kv,
+    acceptance: str = _D.acceptance,
+    offload: bool = _D.offload,
+    reload: str = _D.reload,
+    engine: str = _D.engine,
+    max_num_seqs: int = _D.max_num_seqs,
+    max_num_batched_tokens: int = _D.max_num_batched_tokens,
+    max_model_len: int | None = _D.max_model_len,
+    on_unfit: str = _D.on_unfit,
+    oracle: bool = _D.oracle,
+    slo_ttft: float = _D.slo_ttft,
+    slo_tpot: float = _D.slo_tpot,
 ) -> Results:
     """Run ``policies`` over ``trace`` on ``profile`` in the simulator.
 
     ``trace`` and ``profile`` are objects or bundled names / paths; ``policies`` one
     spec or several (default: the ``nightjar sim`` set). Every policy sees the same
-    arrivals and per-request acceptance rates; deterministic for ``seed``. With
-    ``oracle=True`` the oracle also runs, and regret columns appear in the frame.
+    arrivals and per-request acceptance rates; deterministic for ``seed``. The other
+    settings are ``nightjar sim``'s flags, with the same defaults
+    (:class:`nightjar.config.RunConfig`); as there, the oracle runs unless
+    ``oracle=False``, and its run gives the frame its regret columns.
     """
-    from nightjar.commands.slo_args import make_slo
-    from nightjar.policies.registry import expand_specs
-    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate_many
+    from nightjar.sim import OnUnfit, check_policies, simulate_many
 
+    specs: tuple[str, ...] = _D.policies
+    if isinstance(policies, str):
+        specs = (policies,)
+    elif policies is not None:
+        specs = tuple(policies)
+    config = RunConfig.build({
+        "policies": specs, "seed": seed, "gamma_max": gamma_max, "prior": prior,
+        "draft_kv": draft_kv, "acceptance": acceptance, "offload": offload, "reload": reload,
+        "engine": engine, "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
+        "on_unfit": on_unfit, "oracle": oracle, "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
+    })
     tr = load_trace(trace) if isinstance(trace, str) else trace
     prof = load_profile(profile or DEFAULT_PROFILE) if not isinstance(profile, Profile) else profile
-    specs = [policies] if isinstance(policies, str) else list(policies or DEFAULT_POLICIES)
-    specs = expand_specs(specs)
-    if oracle and "oracle" not in specs:
-        specs.append("oracle")
-    if not 1 <= gamma_max <= prof.gamma_max:
-        raise NightjarInputError(f"gamma_max must be in 1..{prof.gamma_max} for {prof.name}")
-    try:
-        cfg = SimConfig(
-            seed=seed, gamma_max=gamma_max, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, offload=offload,
-            reload_mode=ReloadMode(reload), draft_kv_mode=DraftKVMode(draft_kv),
-            acceptance_model=AcceptanceModel(acceptance),
-        )
-    except ValueError as exc:
-        raise NightjarInputError(str(exc)) from None
-    slo = make_slo(slo_ttft, slo_tpot)
-    return Results(simulate_many(tr, prof, specs, cfg), slo)
+    config.check_profile(prof)
+    cfg = config.sim_config()
+    runs = config.specs()
+    check_policies(runs, tr, prof, cfg)
+    results = simulate_many(tr, prof, runs, cfg, on_unfit=OnUnfit(config.on_unfit),
+                            prior=config.prior)
+    return Results(results, config.slo())
 
 
 def results_frame(

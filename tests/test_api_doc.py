@@ -34,4 +34,6 @@ def test_readme_tour_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "__readme__"}
     exec(compile(block, "README.md", "exec"), namespace)
-    assert [r.policy for r in namespace["again"]] == ["nospec", "fixed:3", "nightjar+"]  # type: ignore[attr-defined]
+    # The oracle runs by default, as in `nightjar sim` (one set of defaults).
+    again = [r.policy for r in namespace["again"]]  # type: ignore[attr-defined]
+    assert again == ["nospec", "fixed:3", "nightjar+", "oracle"]

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
+from nightjar.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_SEQS, LIVE_POLICIES
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 
-DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar")
 # Policies whose decisions vLLM cannot carry out, with the reason.
 UNSUPPORTED = {
     "tetris": "tetris allocates a different gamma per request, which vLLM cannot run "
@@ -79,10 +79,11 @@ def add_parser(sub: Any) -> None:
         action="append",
         dest="policies",
         metavar="SPEC",
-        help=f"policy spec, repeatable; default: {' '.join(DEFAULT_POLICIES)}",
+        help=f"policy spec, repeatable; default: {' '.join(LIVE_POLICIES)}",
     )
     p.add_argument(
-        "--gamma-max", type=int, default=3, help="longest speculation a policy may choose"
+        "--gamma-max", type=int, default=LIVE_GAMMA_MAX,
+        help="longest speculation a policy may choose"
     )
     p.add_argument(
         "--spec-tokens",
@@ -159,7 +160,8 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
     p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len (tokens)")
-    p.add_argument("--max-num-seqs", type=int, default=64, help="vLLM max_num_seqs (batch cap)")
+    p.add_argument("--max-num-seqs", type=int, default=LIVE_MAX_NUM_SEQS,
+                   help="vLLM max_num_seqs (batch cap)")
     p.add_argument(
         "--kv-cache-gb", type=float, default=None, help="KV pool size per rank (GiB)"
     )
@@ -361,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
     vocab = check_pair(target, draft) if draft else 32000
-    default = ["nightjar"] if args.serve else list(DEFAULT_POLICIES)
+    default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
     if draft is None and any(spec_needs_draft(s) for s in specs):

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from nightjar.commands.slo_args import add_slo_args, slo_from_args
-from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.commands.run_flags import add_run_flags, run_config
+from nightjar.config import RunConfig, flag_of
 from nightjar.errors import NightjarInputError
-from nightjar.policies.registry import expand_specs, registered, within_gamma_max
 from nightjar.profile.model import DEFAULT_PROFILE
+from nightjar.trace.schema import MAX_SEED
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.profile.model import Profile
@@ -21,61 +21,15 @@ if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.sim.servable import Fit, OnUnfit
     from nightjar.trace.model import Trace
 
-DEFAULT_POLICIES = (
-    "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
-)
-
-
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
     p.add_argument("--profile", default=None,
                    help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
-    p.add_argument(
-        "--policy", action="append", dest="policies", metavar="SPEC",
-        help="policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar, all);"
-        f" default: {' '.join(DEFAULT_POLICIES)}",
-    )
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of acceptance draws and policies (the first, with --seeds)")
+    add_run_flags(p)
     p.add_argument(
         "--seeds", type=int, default=1, metavar="N",
         help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
-    )
-    p.add_argument(
-        "--prior", default="exact", metavar="SPEC",
-        help="latency table the policies plan with: exact (the simulated profile), none,"
-        " scale:F, spec-scale:F or a profile; the oracle always uses the exact one",
-    )
-    p.add_argument("--gamma-max", type=int, default=4,
-                   help="longest speculation a policy may choose")
-    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
-                   help="at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip "
-                   "the draft and rebuild its KV later")
-    p.add_argument("--acceptance", choices=["geometric", "positional"], default="geometric",
-                   help="accepted-drafts model (docs/simulator.md)")
-    p.add_argument("--offload", choices=["on", "off"], default="off",
-                   help="move the draft to host memory under KV pressure")
-    p.add_argument("--reload", choices=["drain", "migrate"], default="drain",
-                   help="how a reload takes back its KV blocks")
-    p.add_argument("--engine", choices=["v1", "v0"], default="v1",
-                   help="scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under "
-                   "the token budget (decodes first); v0 = prefill-only steps, as the paper's "
-                   "engine (docs/simulator.md)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192,
-                   help="tokens one step may schedule, decodes and prompt chunks together")
-    p.add_argument("--max-num-seqs", type=int, default=256,
-                   help="running requests at most (capped at the profile's largest batch)")
-    p.add_argument("--no-oracle", action="store_true", help="skip the oracle run used for regret")
-    p.add_argument(
-        "--max-model-len", type=int, default=None, metavar="N",
-        help="the most tokens (prompt + output) a request may hold, as vLLM's"
-        " max_model_len (default: no limit beyond the KV cache)",
-    )
-    p.add_argument(
-        "--on-unfit", choices=["refuse", "skip"], default="refuse",
-        help="a request that can never fit the KV cache: refuse the run (default) or skip"
-        " it and count it as rejected",
     )
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
@@ -83,7 +37,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--report-cdn", action="store_true",
                    help="load plotly.js from its CDN in the report (small file, needs network)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_slo_args(p)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv",
                    help="tables as CSV (default) or parquet (needs pyarrow)")
     p.set_defaults(func=run)
@@ -95,9 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
     # Every input is checked before the first simulation and before any folder is
     # made, so a typo in the last --policy costs nothing and leaves nothing behind.
-    slo = slo_from_args(args)
     require_format(args.format)
     plan = _plan(args)
+    slo = plan.config.slo()
     out = args.out or default_out_dir(plan.trace.name)
     console = Console()
     if plan.fit.rejected.size:
@@ -118,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
 class _Plan:
     trace: Trace
     profile: Profile
+    config: RunConfig
     cfg: SimConfig
     runs: list[str]
     on_unfit: OnUnfit
@@ -127,57 +81,23 @@ class _Plan:
 def _plan(args: argparse.Namespace) -> _Plan:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
     from nightjar.profile.model import load_profile
-    from nightjar.profile.priors import parse_prior
-    from nightjar.sim import (
-        AcceptanceModel,
-        DraftKVMode,
-        OnUnfit,
-        ReloadMode,
-        SchedulerMode,
-        SimConfig,
-        check_policies,
-        fit_or_refuse,
-    )
+    from nightjar.sim import OnUnfit, check_policies, fit_or_refuse
     from nightjar.trace.model import load_trace
-    from nightjar.trace.schema import MAX_SEED
 
     if args.seeds < 1:
         raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.gamma_max < 1:
-        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
-    if args.max_num_batched_tokens < 1 or args.max_num_seqs < 1:
-        raise NightjarInputError("--max-num-batched-tokens and --max-num-seqs must be >= 1")
-    if not 0 <= args.seed <= MAX_SEED - args.seeds + 1:
-        raise NightjarInputError(
-            f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}"
-        )
-    if args.max_model_len is not None and args.max_model_len < 1:
-        raise NightjarInputError(f"--max-model-len must be >= 1, got {args.max_model_len}")
-    if args.reload == "migrate" and args.offload != "on":
-        raise NightjarInputError("--reload migrate needs --offload on (no draft reload without it)")
+    config = run_config(args)
+    if config.seed > MAX_SEED - args.seeds + 1:
+        raise NightjarInputError(f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}")
     trace = load_trace(args.trace)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
-    if args.gamma_max > profile.gamma_max:
-        raise NightjarInputError(
-            f"--gamma-max {args.gamma_max} exceeds the profile's table"
-            f" (gamma <= {profile.gamma_max})"
-        )
-    parse_prior(args.prior, profile)
-    defaults = [s for s in DEFAULT_POLICIES if _known(s) and within_gamma_max(s, args.gamma_max)]
-    specs = expand_specs(args.policies or defaults, args.gamma_max)
-    with_oracle = not args.no_oracle and "oracle" in registered()
-    runs = specs + (["oracle"] if with_oracle and "oracle" not in specs else [])
-    cfg = SimConfig(
-        seed=args.seed, gamma_max=args.gamma_max, draft_kv_mode=DraftKVMode(args.draft_kv),
-        acceptance_model=AcceptanceModel(args.acceptance), offload=args.offload == "on",
-        reload_mode=ReloadMode(args.reload), max_model_len=args.max_model_len,
-        engine=SchedulerMode(args.engine),
-        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-    )
+    config.check_profile(profile, flag_of)
+    runs = config.specs()
+    cfg = config.sim_config()
     check_policies(runs, trace, profile, cfg)
-    on_unfit = OnUnfit(args.on_unfit)
+    on_unfit = OnUnfit(config.on_unfit)
     fit = fit_or_refuse(trace, profile, cfg, on_unfit)
-    return _Plan(trace, profile, cfg, runs, on_unfit, fit)
+    return _Plan(trace, profile, config, cfg, runs, on_unfit, fit)
 
 
 def _simulate(
@@ -193,9 +113,9 @@ def _simulate(
             bar.add(spec, trace.duration_s)
         results = simulate_many(
             trace, plan.profile, plan.runs, cfg, progress=bar.update, on_unfit=plan.on_unfit,
-            prior=args.prior,
+            prior=plan.config.prior,
         )
-    return ResultSet.build(results, title=title, gamma_max=args.gamma_max, slo=slo)
+    return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo)
 
 
 def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
@@ -257,7 +177,3 @@ def _many_seeds(
     for key in ("throughput_tok_s", "e2e_s_mean"):
         for line in verdicts(agg, key):
             console.print(line)
-
-
-def _known(spec: str) -> bool:
-    return spec.partition(":")[0] in registered()

@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nightjar.config import RunConfig
 from nightjar.errors import NightjarInputError
+
+_D = RunConfig()  # the defaults every entry point shares (nightjar.config)
 
 
 def add_parser(sub: Any) -> None:
@@ -27,21 +30,32 @@ def add_parser(sub: Any) -> None:
                    help="arrival-rate multipliers, e.g. 0.5,1,2 (default 1)")
     p.add_argument("--seeds", type=int, metavar="N", help="seeds 0..N-1 (default 1)")
     p.add_argument("--policy", action="append", metavar="SPEC",
-                   help="policy spec, repeatable (default: nospec fixed:3 nightjar nightjar+)")
+                   help=f"policy spec, repeatable (default: {' '.join(_D.policies)})")
     p.add_argument("--profile", action="append", metavar="NAME_OR_PATH",
                    help="profile, repeatable (default: the bundled A100 profile)")
     p.add_argument("--offload", metavar="on,off", help="elastic draft memory (default off)")
     p.add_argument("--reload", metavar="drain,migrate", help="reload mode (default drain)")
     p.add_argument("--draft-kv", metavar="sync,skip",
-                   help="draft KV mode at gamma 0 (default sync, as vLLM)")
+                   help=f"draft KV mode at gamma 0 (default {_D.draft_kv})")
     p.add_argument("--acceptance", metavar="geometric,positional",
-                   help="acceptance model (default geometric)")
-    p.add_argument("--gamma-max", action="append", metavar="G[,G...]", help="default 4")
-    p.add_argument("--max-num-seqs", action="append", metavar="N[,N...]", help="default 256")
+                   help=f"acceptance model (default {_D.acceptance})")
+    p.add_argument("--engine", metavar="v1,v0", help=f"scheduling (default {_D.engine})")
+    p.add_argument("--prior", action="append", metavar="SPEC",
+                   help="latency table the policies plan with, repeatable (default exact)")
+    p.add_argument("--gamma-max", action="append", metavar="G[,G...]",
+                   help=f"default {_D.gamma_max}")
+    p.add_argument("--max-num-seqs", action="append", metavar="N[,N...]",
+                   help=f"default {_D.max_num_seqs}")
     p.add_argument("--max-num-batched-tokens", action="append", metavar="N[,N...]",
-                   help="default 8192")
-    p.add_argument("--slo-ttft", type=float, metavar="S", help="TTFT limit in s (default 2)")
-    p.add_argument("--slo-tpot", type=float, metavar="S", help="TPOT limit in s (default 0.1)")
+                   help=f"default {_D.max_num_batched_tokens}")
+    p.add_argument("--max-model-len", action="append", metavar="N[,N...]",
+                   help="the most tokens a request may hold (default: no limit)")
+    p.add_argument("--on-unfit", choices=["refuse", "skip"],
+                   help=f"a request that can never fit: refuse or skip (default {_D.on_unfit})")
+    p.add_argument("--slo-ttft", type=float, metavar="S",
+                   help=f"TTFT limit in s (default {_D.slo_ttft:g})")
+    p.add_argument("--slo-tpot", type=float, metavar="S",
+                   help=f"TPOT limit in s (default {_D.slo_tpot:g})")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="local worker processes (default: the number of cores)")
     p.add_argument("--ray", metavar="auto|local|ADDRESS",
@@ -60,14 +74,15 @@ def flag_values(args: argparse.Namespace) -> dict[str, Any]:
 
     out: dict[str, Any] = {"trace": args.trace, "policy": args.policy, "profile": args.profile,
                            "seeds": args.seeds, "slo_ttft": args.slo_ttft,
-                           "slo_tpot": args.slo_tpot}
+                           "slo_tpot": args.slo_tpot, "prior": args.prior,
+                           "on_unfit": args.on_unfit}
     if args.rate_scale is not None:
         out["rate_scale"] = parse_numbers(args.rate_scale, "--rate-scale", float)
-    for name in ("gamma_max", "max_num_seqs", "max_num_batched_tokens"):
+    for name in ("gamma_max", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         value = getattr(args, name)
         if value is not None:
             out[name] = parse_numbers(value, f"--{name.replace('_', '-')}", int)
-    for name in ("offload", "reload", "draft_kv", "acceptance"):
+    for name in ("offload", "reload", "draft_kv", "acceptance", "engine"):
         value = getattr(args, name)
         if value is not None:
             out[name] = split_list(value, f"--{name.replace('_', '-')}")

@@ -10,8 +10,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.commands.run_flags import add_run_flags, run_config
+from nightjar.config import (
+    LIVE_GAMMA_MAX,
+    LIVE_MAX_NUM_BATCHED_TOKENS,
+    LIVE_MAX_NUM_SEQS,
+    flag_of,
+)
 from nightjar.errors import NightjarInputError
+
+LIVE_RUN_FIELDS = ("seed", "gamma_max", "draft_kv", "engine", "max_num_seqs",
+                   "max_num_batched_tokens")
+LIVE_DEFAULTS = {"gamma_max": LIVE_GAMMA_MAX, "max_num_seqs": LIVE_MAX_NUM_SEQS,
+                 "max_num_batched_tokens": LIVE_MAX_NUM_BATCHED_TOKENS}
 
 
 def add_parser(sub: Any) -> None:
@@ -26,17 +37,8 @@ def add_parser(sub: Any) -> None:
                    "or DIR itself: every policy in it, with the ranking check; give it "
                    "again for repeats of the same runs (means and 95%% intervals)")
     p.add_argument("--profile", required=True, help="bundled profile name or path")
-    p.add_argument("--gamma-max", type=int, default=4, help="longest speculation in the simulator")
-    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
-                   help="the live run's draft-KV mode")
-    p.add_argument("--seed", type=int, default=0, help="simulator seed")
-    p.add_argument("--engine", choices=["v1", "v0"], default="v1",
-                   help="simulator scheduling (v1: vLLM V1 chunked prefill, as the live engine)")
-    p.add_argument("--max-num-seqs", type=int, default=64,
-                   help="the live run's max_num_seqs (default: `nightjar live`'s 64)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=2048,
-                   help="the live run's token budget (default: vLLM's 2048, what "
-                   "`nightjar live` runs with)")
+    # The simulator settings that describe the live run, with `nightjar live`'s defaults.
+    add_run_flags(p, only=LIVE_RUN_FIELDS, defaults=LIVE_DEFAULTS)
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
     p.set_defaults(func=run)
@@ -46,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.profile.model import load_profile
     from nightjar.results.outdir import staged_out_dir
     from nightjar.results.read import load_runs
-    from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
-    from nightjar.trace.schema import MAX_SEED
+    from nightjar.sim import simulate
     from nightjar.validate import (
         agreement,
         compare_summaries,
@@ -56,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
         trace_of,
     )
 
-    if args.gamma_max < 1:
-        raise NightjarInputError(f"--gamma-max must be >= 1, got {args.gamma_max}")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise NightjarInputError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
-    if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
-        raise NightjarInputError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
+    config = run_config(args, only=LIVE_RUN_FIELDS)
     runs = [run for folder in args.live_run for run in load_runs(folder)]
     for live in runs:
         if live.engine != "live":
@@ -69,10 +65,8 @@ def run(args: argparse.Namespace) -> int:
                 f"note: the {live.policy} run was written by the {live.engine} engine"
             )
     profile = load_profile(args.profile)
-    cfg = SimConfig(seed=args.seed, gamma_max=args.gamma_max,
-                    draft_kv_mode=DraftKVMode(args.draft_kv), engine=SchedulerMode(args.engine),
-                    max_num_seqs=args.max_num_seqs,
-                    max_num_batched_tokens=args.max_num_batched_tokens)
+    config.check_profile(profile, flag_of)
+    cfg = config.sim_config()
     console = Console()
     from nightjar.profile.check import warning
 

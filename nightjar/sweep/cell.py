@@ -22,7 +22,10 @@ import json
 import math
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nightjar.config import RunConfig
 
 # Part of every cell's identity: a new release may give new numbers.
 _VERSION = version("nightjar")
@@ -44,11 +47,30 @@ class Cell:
     gamma_max: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    engine: str
+    prior: str
+    max_model_len: int | None
+    on_unfit: str
     slo_ttft: float
     slo_tpot: float
 
     def params(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def run_config(self) -> RunConfig:
+        """The cell's settings as the run configuration every entry point shares
+        (checked: a cell's own bad value is a one-line error)."""
+        from nightjar.config import RunConfig
+
+        return RunConfig.build({
+            "policies": (self.policy,), "seed": self.seed, "gamma_max": self.gamma_max,
+            "prior": self.prior, "draft_kv": self.draft_kv, "acceptance": self.acceptance_model,
+            "offload": self.offload, "reload": self.reload, "engine": self.engine,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_model_len": self.max_model_len, "on_unfit": self.on_unfit, "oracle": False,
+            "slo_ttft": self.slo_ttft, "slo_tpot": self.slo_tpot,
+        })
 
     def key(self, trace_digest: str, profile_digest: str) -> str:
         """The cell's identity: its parameters, the exact trace and profile contents,
@@ -103,23 +125,16 @@ def scale_rate(trace: Any, scale: float) -> Any:
 
 def run_cell(task: CellTask) -> dict[str, Any]:
     """Simulate one cell and return its table row (cell parameters + every summary column)."""
-    from nightjar.core.memory import MemoryConfig
-    from nightjar.core.slo import Slo
     from nightjar.results.metrics import summarize
-    from nightjar.sim import AcceptanceModel, DraftKVMode, ReloadMode, SimConfig, simulate
+    from nightjar.sim import OnUnfit, simulate
 
     cell = task.cell
     trace = scale_rate(_trace(task.trace_text, cell.trace, cell.seed), cell.rate_scale)
     profile = _profile(task.profile_text, cell.profile)
-    cfg = SimConfig(
-        seed=cell.seed, gamma_max=cell.gamma_max, max_num_seqs=cell.max_num_seqs,
-        max_num_batched_tokens=cell.max_num_batched_tokens,
-        draft_kv_mode=DraftKVMode(cell.draft_kv),
-        acceptance_model=AcceptanceModel(cell.acceptance_model),
-        offload=cell.offload, reload_mode=ReloadMode(cell.reload), memory=MemoryConfig(),
-    )
-    result = simulate(trace, profile, cell.policy, cfg)
-    summary = summarize(result, Slo(ttft_s=cell.slo_ttft, tpot_s=cell.slo_tpot)).as_dict()
+    config = cell.run_config()
+    result = simulate(trace, profile, cell.policy, config.sim_config(),
+                      on_unfit=OnUnfit(config.on_unfit), prior=config.prior)
+    summary = summarize(result, config.slo()).as_dict()
     summary.pop("policy")
     summary.pop("engine")
     trace_name = summary.pop("trace")

@@ -20,7 +20,8 @@ from nightjar.results.stats import mean_interval
 
 # Axes that tell series apart, in the order labels name them.
 SERIES_AXES = ("policy", "profile", "offload", "reload", "draft_kv", "acceptance_model",
-               "gamma_max", "max_num_seqs", "max_num_batched_tokens")
+               "gamma_max", "max_num_seqs", "max_num_batched_tokens", "engine", "prior",
+               "max_model_len")
 # (column, panel title, scale to display units)
 LATENCY = (("ttft_s_p50", "TTFT p50 (s)", 1.0), ("ttft_s_p99", "TTFT p99 (s)", 1.0),
            ("tpot_s_p50", "TPOT p50 (ms)", 1e3), ("tpot_s_p99", "TPOT p99 (ms)", 1e3))

@@ -27,6 +27,7 @@ from nightjar.sweep.store import (
     load_cell,
     prepare_sweep_dir,
     save_cell,
+    table_frame,
     write_atomic,
     write_table,
 )
@@ -59,6 +60,8 @@ def _trace_text(name: str) -> str:
 
 
 def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
+    """Every cell's settings and policy, built once per distinct combination, so that a
+    bad value anywhere fails before the first cell runs."""
     from nightjar.core.policy import PolicyEnv
     from nightjar.policies.registry import make_policy
 
@@ -68,8 +71,20 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
                 raise NightjarInputError(
                     f"gamma_max {g} exceeds profile {name}'s table (gamma <= {profile.gamma_max})"
                 )
-            for policy in spec.axes["policy"]:
-                make_policy(policy, PolicyEnv(gamma_max=g, latency=profile))
+    seen: set[tuple[Any, ...]] = set()
+    for cell in spec.cells():
+        params = cell.params()
+        ident = tuple(v for k, v in params.items() if k not in ("trace", "seed", "rate_scale"))
+        if ident in seen:
+            continue
+        seen.add(ident)
+        config = cell.run_config()
+        profile = profiles[cell.profile]
+        try:
+            config.check_profile(profile)
+        except NightjarInputError as exc:
+            raise NightjarInputError(f"profile {cell.profile}: {exc}") from None
+        make_policy(cell.policy, PolicyEnv(gamma_max=config.gamma_max, latency=profile))
 
 
 def plan(spec: SweepSpec) -> list[CellTask]:
@@ -141,7 +156,7 @@ def run_sweep(
 
     run_tasks(todo, jobs=jobs, ray=ray, done=done)
     finished = [rows[t.key] for t in tasks if t.key in rows]
-    frame = pd.DataFrame(finished)
+    frame = table_frame(finished)
     paths = write_table(out, finished)
     if report and finished:
         from nightjar.sweep.report import write_sweep_report

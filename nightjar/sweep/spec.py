@@ -18,36 +18,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.config import CHOICES as RUN_CHOICES
+from nightjar.config import RunConfig
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
 from nightjar.sweep.cell import Cell
 
-DEFAULT_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar+")
+_D = RunConfig()  # the defaults every entry point shares (nightjar.config)
 CHOICES = {
     "offload": ("off", "on"),
-    "reload": ("drain", "migrate"),
-    "draft_kv": DRAFT_KV_MODES,
-    "acceptance": ("geometric", "positional"),
+    **{name: choices for name, choices in RUN_CHOICES.items() if name != "on_unfit"},
 }
 # Axis name -> (element type, default values). The order is the grid's nesting order
 # (the last axis varies fastest), which is also the row order of the table.
 AXES: dict[str, tuple[type, tuple[Any, ...]]] = {
     "trace": (str, ("burst",)),
     "profile": (str, (DEFAULT_PROFILE,)),
-    "offload": (str, ("off",)),
-    "reload": (str, ("drain",)),
-    "draft_kv": (str, (DEFAULT_DRAFT_KV,)),
-    "acceptance": (str, ("geometric",)),
-    "gamma_max": (int, (4,)),
-    "max_num_seqs": (int, (256,)),
-    "max_num_batched_tokens": (int, (8192,)),
+    "offload": (str, ("on" if _D.offload else "off",)),
+    "reload": (str, (_D.reload,)),
+    "draft_kv": (str, (_D.draft_kv,)),
+    "acceptance": (str, (_D.acceptance,)),
+    "gamma_max": (int, (_D.gamma_max,)),
+    "max_num_seqs": (int, (_D.max_num_seqs,)),
+    "max_num_batched_tokens": (int, (_D.max_num_batched_tokens,)),
+    "engine": (str, (_D.engine,)),
+    "prior": (str, (_D.prior,)),
+    # None: no limit beyond the KV cache (a TOML file cannot spell None: leave it out).
+    "max_model_len": (int, (_D.max_model_len,)),
     "rate_scale": (float, (1.0,)),
-    "policy": (str, DEFAULT_POLICIES),
+    "policy": (str, _D.policies),
     "seeds": (int, (0,)),
 }
-SCALARS = {"slo_ttft": Slo().ttft_s, "slo_tpot": Slo().tpot_s}
+# One value for the whole sweep (part of every cell's identity).
+SCALARS: dict[str, Any] = {"slo_ttft": _D.slo_ttft, "slo_tpot": _D.slo_tpot,
+                           "on_unfit": _D.on_unfit}
 KEYS = tuple(AXES) + tuple(SCALARS)
 
 
@@ -57,6 +62,7 @@ class SweepSpec:
 
     axes: dict[str, tuple[Any, ...]]
     slo: Slo
+    on_unfit: str = _D.on_unfit
 
     def cells(self) -> list[Cell]:
         names = list(AXES)
@@ -70,14 +76,16 @@ class SweepSpec:
                     reload=v["reload"], draft_kv=v["draft_kv"], acceptance_model=v["acceptance"],
                     gamma_max=v["gamma_max"], max_num_seqs=v["max_num_seqs"],
                     max_num_batched_tokens=v["max_num_batched_tokens"],
-                    slo_ttft=self.slo.ttft_s, slo_tpot=self.slo.tpot_s,
+                    engine=v["engine"], prior=v["prior"], max_model_len=v["max_model_len"],
+                    on_unfit=self.on_unfit, slo_ttft=self.slo.ttft_s, slo_tpot=self.slo.tpot_s,
                 )
             )
         return out
 
     def to_json(self) -> dict[str, Any]:
         return {**{k: list(v) for k, v in self.axes.items()},
-                "slo_ttft": self.slo.ttft_s, "slo_tpot": self.slo.tpot_s}
+                "slo_ttft": self.slo.ttft_s, "slo_tpot": self.slo.tpot_s,
+                "on_unfit": self.on_unfit}
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -120,6 +128,8 @@ def _values(name: str, raw: Any, where: str) -> tuple[Any, ...]:
 
 
 def _one(name: str, kind: type, item: Any, where: str) -> Any:
+    if item is None and name == "max_model_len":
+        return None
     if name == "offload" and isinstance(item, bool):
         return "on" if item else "off"
     if kind is float:
@@ -168,7 +178,13 @@ def build_spec(
         raw, where = merged.get(name, (list(default), "defaults"))
         axes[name] = _values(name, raw, where)
     scalars: dict[str, float] = {}
+    on_unfit, where = merged.get("on_unfit", (_D.on_unfit, "defaults"))
+    if on_unfit not in RUN_CHOICES["on_unfit"]:
+        raise NightjarInputError(f"{where}: bad on_unfit {on_unfit!r} (choose from "
+                                 f"{', '.join(RUN_CHOICES['on_unfit'])})")
     for name, default_value in SCALARS.items():
+        if name == "on_unfit":
+            continue
         raw, where = merged.get(name, (default_value, "defaults"))
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             raise NightjarInputError(f"{where}: {name} must be a number of seconds (got {raw!r})")
@@ -177,7 +193,7 @@ def build_spec(
         slo = Slo(ttft_s=scalars["slo_ttft"], tpot_s=scalars["slo_tpot"])
     except ValueError as exc:
         raise NightjarInputError(f"{source}: {exc}") from None
-    return SweepSpec(axes=axes, slo=slo)
+    return SweepSpec(axes=axes, slo=slo, on_unfit=on_unfit)
 
 
 def split_list(text: str, flag: str) -> list[str]:

@@ -95,9 +95,19 @@ def load_cell(out: Path, key: str) -> dict[str, Any] | None:
     return row if isinstance(row, dict) and row.get("cell") == key else None
 
 
+def table_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as the table reads back: a column with no value anywhere (e.g.
+    ``max_model_len`` left unlimited) is a float column of NaN, as CSV gives it."""
+    frame = pd.DataFrame(list(rows))
+    for col in frame.columns:
+        if frame[col].isna().all():
+            frame[col] = frame[col].astype(float)
+    return frame
+
+
 def write_table(out: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     """``results.csv`` always, ``results.parquet`` too when pyarrow is installed."""
-    frame = pd.DataFrame(list(rows))
+    frame = table_frame(rows)
     paths = [Path(out) / "results.csv"]
     write_atomic(paths[0], frame.to_csv(index=False))
     try:

@@ -1,0 +1,75 @@
+"""Command-line flags for the fields of :class:`nightjar.config.RunConfig`, and back.
+
+``nightjar sim`` takes every field, ``nightjar validate`` the ones that describe the
+live run it replays (with the live engine's defaults); both are made here from the
+fields' own metadata, so a new setting needs no new flag code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from nightjar.config import CHOICES, RunConfig, flag_of
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+_TYPES = typing.get_type_hints(RunConfig)
+
+
+def _kind(name: str) -> type:
+    hint = _TYPES[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint  # type: ignore[no-any-return]
+
+
+def add_run_flags(
+    parser: argparse.ArgumentParser,
+    only: Collection[str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """One flag per field (``only`` those), with the field's default unless ``defaults``
+    gives another."""
+    for name, f in _FIELDS.items():
+        if only is not None and name not in only:
+            continue
+        default = (defaults or {}).get(name, f.default)
+        flag, text = flag_of(name), str(f.metadata["help"])
+        if name == "policies":
+            parser.add_argument(flag, action="append", dest=name, metavar="SPEC",
+                                help=f"{text}; default: {' '.join(default)}")
+        elif name == "oracle":
+            # A store_false flag: its default is the field's (True), never worth printing.
+            parser.add_argument(flag, dest=name, action="store_false", default=default,
+                                help=text + " (by default it runs)")
+        elif name == "offload":
+            parser.add_argument(flag, dest=name, choices=["on", "off"],
+                                default="on" if default else "off", help=text)
+        elif name in CHOICES:
+            parser.add_argument(flag, dest=name, choices=list(CHOICES[name]), default=default,
+                                help=text)
+        else:
+            kind = _kind(name)
+            metavar = {int: "N", float: "S"}.get(kind, "SPEC")
+            parser.add_argument(flag, dest=name, type=kind, default=default, metavar=metavar,
+                                help=text)
+
+
+def run_config(args: argparse.Namespace, only: Collection[str] | None = None) -> RunConfig:
+    """The checked :class:`RunConfig` of parsed flags (fields without a flag keep their
+    defaults); errors name the flag."""
+    values: dict[str, Any] = {}
+    for name in _FIELDS:
+        if (only is not None and name not in only) or not hasattr(args, name):
+            continue
+        value = getattr(args, name)
+        if name == "policies":
+            if value is None:
+                continue
+            value = tuple(value)
+        elif name == "offload":
+            value = value == "on"
+        values[name] = value
+    return RunConfig.build(values, spell=flag_of)

@@ -1,0 +1,212 @@
+"""One simulator run's settings, and the only place their defaults live.
+
+``nightjar sim``, ``nightjar.simulate``, a sweep cell and ``nightjar validate`` all
+build a :class:`RunConfig` and get the simulator's :class:`~nightjar.sim.SimConfig`
+from it; each field's metadata says how the command line spells it. A setting added
+here reaches every entry point: ``tests/test_run_config.py`` fails until the CLI, the
+API and the sweep grid expose it with this default.
+
+The live engine's own defaults (fewer policies: each costs minutes; vLLM's smaller
+batch limits on a CPU) are here too, so that ``nightjar validate`` describes a live
+run with the settings ``nightjar live`` used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.slo import Slo
+from nightjar.errors import NightjarInputError
+from nightjar.trace.schema import MAX_SEED
+
+if TYPE_CHECKING:
+    from nightjar.profile.model import Profile
+    from nightjar.sim.config import SimConfig
+
+# What `nightjar sim`, `nightjar.simulate` and `nightjar sweep` compare by default: no
+# speculation, every fixed length, the paper's bandit in both forms, and ours.
+DEFAULT_POLICIES = (
+    "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
+)
+# A live run costs minutes per policy: the baseline, standard SD (gamma 3) and the paper's.
+LIVE_POLICIES = ("nospec", "fixed:3", "nightjar")
+# `nightjar live` on this project's CPU engine: at most 64 running requests, vLLM's
+# 2048-token step budget, and the engine's num_speculative_tokens of 3.
+LIVE_GAMMA_MAX = 3
+LIVE_MAX_NUM_SEQS = 64
+LIVE_MAX_NUM_BATCHED_TOKENS = 2048
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "draft_kv": DRAFT_KV_MODES,
+    "acceptance": ("geometric", "positional"),
+    "reload": ("drain", "migrate"),
+    "engine": ("v1", "v0"),
+    "on_unfit": ("refuse", "skip"),
+}
+
+
+def _flag(flag: str, help_text: str) -> dict[str, str]:
+    return {"flag": flag, "help": help_text}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What one simulator run is asked to do, besides its trace and profile."""
+
+    policies: tuple[str, ...] = field(default=DEFAULT_POLICIES, metadata=_flag(
+        "--policy", "policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar,"
+        " all)"))
+    seed: int = field(default=0, metadata=_flag(
+        "--seed", "seed of acceptance draws and policies"))
+    gamma_max: int = field(default=4, metadata=_flag(
+        "--gamma-max", "longest speculation a policy may choose"))
+    prior: str = field(default="exact", metadata=_flag(
+        "--prior", "latency table the policies plan with: exact (the simulated profile), none,"
+        " scale:F, spec-scale:F or a profile; the oracle always uses the exact one"))
+    draft_kv: str = field(default=DEFAULT_DRAFT_KV, metadata=_flag(
+        "--draft-kv", "at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip the"
+        " draft and rebuild its KV later"))
+    acceptance: str = field(default="geometric", metadata=_flag(
+        "--acceptance", "accepted-drafts model (docs/simulator.md)"))
+    offload: bool = field(default=False, metadata=_flag(
+        "--offload", "move the draft to host memory under KV pressure"))
+    reload: str = field(default="drain", metadata=_flag(
+        "--reload", "how a reload takes back its KV blocks"))
+    engine: str = field(default="v1", metadata=_flag(
+        "--engine", "scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under the"
+        " token budget (decodes first); v0 = prefill-only steps, as the paper's engine"
+        " (docs/simulator.md)"))
+    max_num_seqs: int = field(default=256, metadata=_flag(
+        "--max-num-seqs", "running requests at most (capped at the profile's largest batch)"))
+    max_num_batched_tokens: int = field(default=8192, metadata=_flag(
+        "--max-num-batched-tokens", "tokens one step may schedule, decodes and prompt chunks"
+        " together"))
+    max_model_len: int | None = field(default=None, metadata=_flag(
+        "--max-model-len", "the most tokens (prompt + output) a request may hold, as vLLM's"
+        " max_model_len (default: no limit beyond the KV cache)"))
+    on_unfit: str = field(default="refuse", metadata=_flag(
+        "--on-unfit", "a request that can never fit the KV cache: refuse the run (default) or"
+        " skip it and count it as rejected"))
+    oracle: bool = field(default=True, metadata=_flag(
+        "--no-oracle", "skip the oracle run used for regret"))
+    slo_ttft: float = field(default=Slo().ttft_s, metadata=_flag(
+        "--slo-ttft", "time-to-first-token limit for goodput, seconds"))
+    slo_tpot: float = field(default=Slo().tpot_s, metadata=_flag(
+        "--slo-tpot", "time-per-output-token limit for goodput, seconds"))
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any], spell: Callable[[str], str] = str) -> RunConfig:
+        """A checked config from ``values`` (field name -> value; absent keys keep their
+        default). ``spell`` names a field in messages (``--gamma-max`` on the command
+        line, ``gamma_max`` in the API); every bad value is a NightjarInputError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise NightjarInputError(f"unknown setting {unknown[0]!r}")
+        config = cls(**values)
+        config.check(spell)
+        return config
+
+    def check(self, spell: Callable[[str], str] = str) -> None:
+        """Every field on its own; :meth:`check_profile` adds what needs the profile."""
+        if isinstance(self.policies, str) or not isinstance(self.policies, tuple | list) or not (
+            self.policies and all(isinstance(p, str) and p.strip() for p in self.policies)
+        ):
+            raise NightjarInputError(
+                f"{spell('policies')} must be policy specs (got {self.policies!r})")
+        for name in ("offload", "oracle"):
+            if not isinstance(getattr(self, name), bool):
+                raise NightjarInputError(
+                    f"{spell(name)} must be True or False, got {getattr(self, name)!r}")
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise NightjarInputError(
+                    f"{spell(name)} {getattr(self, name)!r}: choose from {', '.join(choices)}")
+        for name in ("seed", "gamma_max", "max_num_seqs", "max_num_batched_tokens",
+                     "max_model_len"):
+            value = getattr(self, name)
+            if value is None and name == "max_model_len":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise NightjarInputError(f"{spell(name)} must be an integer, got {value!r}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise NightjarInputError(f"{spell('seed')} must be in 0..{MAX_SEED}, got {self.seed}")
+        if self.gamma_max < 1:
+            raise NightjarInputError(f"{spell('gamma_max')} must be >= 1, got {self.gamma_max}")
+        if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
+            raise NightjarInputError(f"{spell('max_num_batched_tokens')} and "
+                                     f"{spell('max_num_seqs')} must be >= 1")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise NightjarInputError(
+                f"{spell('max_model_len')} must be >= 1, got {self.max_model_len}")
+        if self.reload == "migrate" and not self.offload:
+            raise NightjarInputError(f"{spell('reload')} migrate needs {spell('offload')} on"
+                                     " (no draft reload without it)")
+        if not isinstance(self.prior, str):
+            raise NightjarInputError(f"{spell('prior')} must be a string, got {self.prior!r}")
+        self.slo()  # raises on a bad limit
+
+    def check_profile(self, profile: Profile, spell: Callable[[str], str] = str) -> None:
+        """What the settings ask of the profile: gammas its table holds, a prior it can
+        give."""
+        from nightjar.profile.priors import parse_prior
+
+        if self.gamma_max > profile.gamma_max:
+            raise NightjarInputError(
+                f"{spell('gamma_max')} {self.gamma_max} exceeds the profile's table"
+                f" (gamma <= {profile.gamma_max})"
+            )
+        parse_prior(self.prior, profile)
+
+    def specs(self) -> list[str]:
+        """The policy specs to run, ``all`` expanded, and the oracle last when asked for.
+
+        The default set leaves out the fixed lengths above ``gamma_max`` (``fixed:4``
+        under gamma_max 3); a spec the user wrote out is refused instead.
+        """
+        from nightjar.policies.registry import expand_specs, registered, within_gamma_max
+
+        if tuple(self.policies) == DEFAULT_POLICIES:
+            specs = [s for s in DEFAULT_POLICIES if within_gamma_max(s, self.gamma_max)]
+        else:
+            specs = expand_specs(list(self.policies), self.gamma_max)
+        if self.oracle and "oracle" in registered() and "oracle" not in specs:
+            specs.append("oracle")
+        return specs
+
+    def slo(self) -> Slo:
+        try:
+            return Slo(ttft_s=float(self.slo_ttft), tpot_s=float(self.slo_tpot))
+        except (ValueError, TypeError) as exc:
+            raise NightjarInputError(
+                f"--slo-ttft/--slo-tpot: {exc} (got {self.slo_ttft}, {self.slo_tpot})"
+            ) from None
+
+    def sim_config(self) -> SimConfig:
+        """The simulator's knobs for this run."""
+        from nightjar.sim.config import (
+            AcceptanceModel,
+            DraftKVMode,
+            ReloadMode,
+            SchedulerMode,
+            SimConfig,
+        )
+
+        return SimConfig(
+            seed=self.seed, gamma_max=self.gamma_max, max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            engine=SchedulerMode(self.engine), max_model_len=self.max_model_len,
+            draft_kv_mode=DraftKVMode(self.draft_kv),
+            acceptance_model=AcceptanceModel(self.acceptance),
+            reload_mode=ReloadMode(self.reload), offload=self.offload,
+        )
+
+
+def flag_of(name: str) -> str:
+    """How the command line spells a field (``gamma_max`` -> ``--gamma-max``)."""
+    meta = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}[name]
+    return str(meta["flag"])
