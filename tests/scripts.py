@@ -1,4 +1,5 @@
-"""Load a script under benchmarks/ as a module, for tests that check what it computes."""
+"""Load a repository script (benchmarks/, tools/, experiments/) as a module, for tests
+that check what it computes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` as a module (benchmarks is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+def load_script(path: str) -> ModuleType:
+    """The script at ``path`` (relative to the repository root, e.g.
+    ``"tools/calibrate/fit_vidur.py"``) as a module; its folder is not a package."""
+    file = ROOT / path
+    spec = importlib.util.spec_from_file_location(file.stem, file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -19,7 +19,7 @@ from nightjar.roofline.calibration.ops import gemm_efficiency
 from nightjar.roofline.calibration.overheads import TERMS
 from nightjar.roofline.hardware import get_gpu, get_model
 from nightjar.roofline.model import RooflineParams, draft_s, eager_params, verify_s
-from tests.scripts import load_benchmark
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 # Bounds on the committed extract (7 token counts, TP 1-2, 6-7 models per GPU). The
@@ -30,7 +30,7 @@ MEDIAN_BOUND, P90_BOUND, WEIGHTED_BOUND = 0.15, 0.50, 0.10
 
 
 def _fit_script() -> ModuleType:
-    return load_benchmark("fit_vidur")
+    return load_script("tools/calibrate/fit_vidur.py")
 
 
 def test_fit_error_on_committed_extract_is_bounded() -> None:

@@ -1,6 +1,6 @@
 """A borrowed operator fit on another GPU: the ridge-point scaling of the GEMM
 half-efficiency token count, its leave-one-GPU-out error on Vidur's extract, the
-H20-like sanity case, and extra measured CSVs in ``benchmarks/fit_vidur.py``."""
+H20-like sanity case, and extra measured CSVs in ``tools/calibrate/fit_vidur.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from nightjar.roofline.calibration.fitted import FIT_SPECS, FITS
 from nightjar.roofline.calibration.ops import gemm_s
 from nightjar.roofline.gpu_spec import parse_gpu_spec
 from nightjar.roofline.hardware import GPUS, get_gpu, get_model
-from tests.scripts import load_benchmark
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 H20 = "name=h20,bf16_tflops=148,memory_bandwidth_gb_s=4000,memory_gib=95.6,host_link_gb_s=50"
@@ -30,7 +30,7 @@ H20 = "name=h20,bf16_tflops=148,memory_bandwidth_gb_s=4000,memory_gib=95.6,host_
 VIDUR_FITS = {k: FITS[k] for k in ("a100", "a40", "h100")}
 
 def _fit_script() -> ModuleType:
-    return load_benchmark("fit_vidur")
+    return load_script("tools/calibrate/fit_vidur.py")
 
 
 @pytest.mark.parametrize("gpu_name", sorted(GPUS))
@@ -104,11 +104,11 @@ def test_leave_one_gpu_out_error_is_bounded_with_ridge_scaling() -> None:
 
 
 def test_ridge_rule_beats_borrowing_on_the_measured_h200() -> None:
-    """benchmarks/measured/h200/ops.csv (measured on an H200, not used to build the
+    """tools/calibrate/measured/h200/ops.csv (measured on an H200, not used to build the
     rule), priced with the committed H100 table: ridge-scaled GEMM median / p90 /
     time-weighted 6.9 / 34.6 / 8.6%, borrowed 16.0 / 57.7 / 12.1%."""
     fv = _fit_script()
-    rows = fv.load_measured(ROOT / "benchmarks/measured/h200/ops.csv")
+    rows = fv.load_measured(ROOT / "tools/calibrate/measured/h200/ops.csv")
     assert set(rows["gpu"]) == {"h200"} and len(rows) >= 900
     table = fv.transfer_table(rows, {"h100": FITS["h100"]})
     by = {r["variant"]: r for r in table.to_dict("records")}
@@ -119,11 +119,11 @@ def test_ridge_rule_beats_borrowing_on_the_measured_h200() -> None:
 
 
 def test_the_committed_h200_table_is_fitted_to_those_measurements() -> None:
-    """The h200 table in fitted.py comes from benchmarks/measured/h200/ops.csv
+    """The h200 table in fitted.py comes from tools/calibrate/measured/h200/ops.csv
     (`fit_vidur.py --extra`): the catalogue H200 prices with it, unscaled, and its
     GEMM error on those rows is the fit's (4.9% median, 11.3% p90 over all ops)."""
     fv = _fit_script()
-    rows = fv.load_measured(ROOT / "benchmarks/measured/h200/ops.csv")
+    rows = fv.load_measured(ROOT / "tools/calibrate/measured/h200/ops.csv")
     assert fits_mod.fit_name("h200") == "h200"
     assert fit_for("h200", get_gpu("h200")) == FITS["h200"]
     table = fv.transfer_table(rows, {"h200": FITS["h200"]})

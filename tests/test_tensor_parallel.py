@@ -13,7 +13,7 @@ from nightjar.profile.model import Profile, load_profile
 from nightjar.roofline.hardware import get_gpu, get_model
 from nightjar.roofline.model import build_profile
 from nightjar.roofline.tensor_parallel import ALL_REDUCE_FIT, all_reduce_s, comm_s, shard
-from tests.scripts import load_benchmark
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 TP_PROFILE = "h100-80gb-tp2/deepseek-r1-distill-qwen-32b+qwen2.5-0.5b"
@@ -68,13 +68,13 @@ def test_all_reduce_model() -> None:
 
 
 def _load_fit_script() -> ModuleType:
-    return load_benchmark("fit_all_reduce")
+    return load_script("tools/calibrate/fit_all_reduce.py")
 
 
 def test_fit_coefficients_come_from_the_committed_table() -> None:
     fit = _load_fit_script()
     groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    with open(ROOT / "benchmarks" / "vidur" / "all_reduce.csv", encoding="utf-8") as f:
+    with open(ROOT / "tools" / "calibrate" / "vidur" / "all_reduce.csv", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             key = (row["gpu"], int(row["num_gpus"]))
             groups.setdefault(key, []).append((float(row["bytes"]), float(row["time_us"]) * 1e-6))

@@ -8,7 +8,7 @@ One forward pass over ``T`` tokens of ``B`` sequences at context ``c`` costs
 Every GEMM and element-wise kernel is priced by ``nightjar.roofline.calibration.ops`` with
 coefficients fitted to Microsoft Vidur's CUDA-timed per-op tables (GEMM efficiency
 rising with tokens toward a plateau, a per-kernel launch term; see
-``benchmarks/fit_vidur.py``); a GPU without its own table borrows one with the GEMM
+``tools/calibrate/fit_vidur.py``); a GPU without its own table borrows one with the GEMM
 half-efficiency token count scaled by the ratio of ridge points
 (``nightjar.roofline.calibration.fits``). Attention is analytic: a launch term plus
 max(FLOPs, KV bytes) at the fitted plateau and streaming efficiencies. The host-side

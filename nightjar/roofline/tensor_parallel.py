@@ -17,8 +17,8 @@ can cost as much as its GEMMs.
 All-reduce time ``latency + bytes / algbw`` comes from Microsoft Vidur's NCCL
 measurements on NVSwitch nodes where they exist (A100 and H100 at 2, 4 and 8 GPUs;
 MIT licence, github.com/microsoft/vidur commit 7d47513, ``data/profiling/network/
-{a100,h100}_dgx/all_reduce.csv``). ``benchmarks/fit_all_reduce.py`` derives the binned
-table in ``benchmarks/vidur/all_reduce.csv`` and fits it: latency = the median time
+{a100,h100}_dgx/all_reduce.csv``). ``tools/calibrate/fit_all_reduce.py`` derives the binned
+table in ``tools/calibrate/vidur/all_reduce.csv`` and fits it: latency = the median time
 of messages up to 1 MiB, algbw = the median ``bytes / (time - latency)`` over
 messages from 8 MiB. Other GPUs use a bus-bandwidth model: a ring all-reduce moves
 ``2 (n - 1) / n`` of the buffer over each GPU's link, at the H100 fit's efficiency
@@ -37,7 +37,7 @@ from nightjar.roofline.hardware import GPU, ModelArch
 MAX_TP = 8  # one node's GPUs: across nodes the all-reduce is a different network
 
 # (table, GPUs) -> (latency s, algorithm bandwidth bytes/s); from
-# `python benchmarks/fit_all_reduce.py fit benchmarks/vidur/all_reduce.csv`.
+# `python tools/calibrate/fit_all_reduce.py fit tools/calibrate/vidur/all_reduce.csv`.
 ALL_REDUCE_FIT: dict[tuple[str, int], tuple[float, float]] = {
     ("a100", 2): (49.5e-6, 176.7e9),  # median |err| 7%, worst +395% (a 7 us bin)
     ("a100", 4): (31.8e-6, 112.3e9),  # median |err| 18%, worst +99%

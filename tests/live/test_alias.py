@@ -163,7 +163,7 @@ def test_split_pieces_recombine_bit_exactly() -> None:
     # The GEMM per piece: bitwise equal on this project's CPU build (MKL, pieces of
     # 16k rows); other BLAS builds differ in the last bits at some M (measured on
     # the GPU machine's CPU at M = 1, and with cuBLAS in float32), so closeness here
-    # and benchmarks/alias_chunked.py reports bitwise equality per platform.
+    # and experiments/alias_chunked.py reports bitwise equality per platform.
     for m in (1, 4, 16, 64):
         x = torch.randn(m, 64)
         full = torch.nn.functional.linear(x, w, bias)

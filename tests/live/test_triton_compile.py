@@ -3,7 +3,7 @@
 The CPU suite runs the kernels under Triton's interpreter, which never parses them
 the way the compiler does: a kernel annotated with a plain Python type (``Any``)
 passed every CPU test and failed to compile on the first H200 run
-(benchmarks/measured/h200/). Here each kernel goes through Triton's full pipeline
+(tools/calibrate/measured/h200/). Here each kernel goes through Triton's full pipeline
 for Hopper (sm_90) up to a cubin, in a fresh process so no interpreted copy of the
 module is reused. No GPU is needed; Triton's NVIDIA backend and its bundled
 ``ptxas`` are.

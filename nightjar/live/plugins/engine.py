@@ -1,6 +1,6 @@
 """Engine arguments for vLLM with Nightjar plugged in, and the process environment.
 
-Everything vLLM-specific that a caller (CLI, tests, benchmarks) must get right in
+Everything vLLM-specific that a caller (CLI, tests, experiments) must get right in
 one place: the V1 model runner (the V2 runner ignores per-step K for draft models),
 float32 on CPU, the scheduler and worker classes, and the settings channel.
 Importing this module does not import vllm.

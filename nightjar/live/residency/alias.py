@@ -429,7 +429,7 @@ def chunked_linear(
 
     The outputs of the pieces concatenated. Bitwise equal to the whole GEMM where
     the GEMM's reduction order does not depend on the number of output columns
-    (measured: tests/live/test_alias.py, benchmarks/alias_chunked.py).
+    (measured: tests/live/test_alias.py, experiments/alias_chunked.py).
     """
     linear = torch.nn.functional.linear
     outs = []

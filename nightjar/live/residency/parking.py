@@ -10,7 +10,7 @@ caller synchronising that stream before the weights are used again.
 
 On CUDA the pinned buffers are allocated once, when the parking is built, and kept
 across cycles: pinning host pages costs far more than copying into them. Measured on
-an H200 (benchmarks/measured/h200/gpu_check.txt): allocating the pinned copies inside
+an H200 (tools/calibrate/measured/h200/gpu_check.txt): allocating the pinned copies inside
 each offload moved 0.27 GB at 2.3-2.6 GB/s, while the reload into device memory ran
 at 53 GB/s. The price is host memory the size of the draft, held while it is resident.
 On CPU the host copy is the only copy, allocated at offload and freed at reload.

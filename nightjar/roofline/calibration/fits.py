@@ -14,7 +14,7 @@ overtakes the weight read even at one token (H200 from H100: 1.13x; an H20-like 
 148 TFLOP/s and 4 TB/s, ridge 37: 6x, so a B = 1 step of an 8B model cost 28.6 ms
 where reading its weights takes 4.5 ms). So a borrowed fit's ``tokens_half`` is scaled
 by the ratio of the two ridge points, which keeps it the same fraction of the ridge.
-Leave-one-GPU-out on Vidur's tables (``benchmarks/fit_vidur.py --transfer``,
+Leave-one-GPU-out on Vidur's tables (``tools/calibrate/fit_vidur.py --transfer``,
 docs/profiles.md): the scaled rule removes the over-pricing of small GEMMs when a fit
 moves to a lower-ridge GPU (H100 -> A100 GEMM p90 29.7% -> 14.8%) and is within two
 points of borrowing in the other direction. On measured H200 GEMMs (not used to build

@@ -1,9 +1,9 @@
-"""Operator coefficients fitted by ``benchmarks/fit_vidur.py`` (generated; do not edit).
+"""Operator coefficients fitted by ``tools/calibrate/fit_vidur.py`` (generated; do not edit).
 
 Fitted to Microsoft Vidur's measured per-layer op times (MIT licence),
 github.com/microsoft/vidur commit 7d47513, data/profiling/compute/<gpu>/*/mlp.csv
 (six Llama-shaped models, TP 1-8, 1-4096 tokens).
-h200: measured rows from benchmarks/measured/h200/ops.csv (not Vidur's; method in
+h200: measured rows from tools/calibrate/measured/h200/ops.csv (not Vidur's; method in
     its folder's README.md).
 h200: norm, rope, act coefficients taken from h100 (no rows).
 Median |error| per op row:

@@ -11,7 +11,7 @@ efficiency that rises with the token count toward a plateau (small-M GEMMs waste
 tiles). An element-wise kernel of class ``norm``, ``rope``, ``act`` or ``add`` costs
 ``launch + bytes / (bandwidth * mem_eff)`` with that class's two coefficients: a norm
 reduces in fp32 and reaches a lower fraction of bandwidth than a residual add.
-The same functions price the fit (``benchmarks/fit_vidur.py``) and the roofline, so
+The same functions price the fit (``tools/calibrate/fit_vidur.py``) and the roofline, so
 the fit's error is the model's. Arrays in, arrays out: the fit evaluates thousands of
 measured rows at once.
 """

@@ -1,6 +1,6 @@
 """Paired per-seed differences from a ``nightjar sim --seeds N --out DIR`` folder.
 
-    python benchmarks/paired_table.py DIR [--ref nightjar+] [--slo] [--skip POLICY ...]
+    python experiments/paired_table.py DIR [--ref nightjar+] [--slo] [--skip POLICY ...]
 
 Reads ``DIR/seed-*/summary.csv`` and prints the markdown tables of the "Long
 contexts" section of docs/policies.md: per policy the mean and 95% interval over

@@ -1,6 +1,6 @@
 """The results table of docs/policies.md: every policy on the bundled dynamic traces.
 
-    .venv/bin/python benchmarks/policy_table.py [--seed 0] [--curve] [--set sharegpt|alpaca|all]
+    .venv/bin/python experiments/policy_table.py [--seed 0] [--curve] [--set sharegpt|alpaca|all]
 
 For each bundled dynamic trace and each bundled profile it simulates every policy
 on the same arrivals and per-request acceptance rates (``nospec`` with no draft

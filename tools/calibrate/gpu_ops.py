@@ -1,15 +1,15 @@
 """Time one decoder layer's GEMMs and residual add on this GPU, in Vidur's extract format.
 
-    python benchmarks/gpu_ops.py --out h200_ops.csv [--gpu-name h200] [--timing graph|events]
+    python tools/calibrate/gpu_ops.py --out h200_ops.csv [--gpu-name h200] [--timing graph|events]
 
-For every model shape of ``benchmarks/vidur/extract.csv`` (Llama-2-7B ... Qwen-72B), TP
+For every model shape of ``tools/calibrate/vidur/extract.csv`` (Llama-2-7B ... Qwen-72B), TP
 degree 1 and 2 (one rank's shard) and token counts 1..4096, it times the four
 projection GEMMs (``F.linear``, bf16, cuBLAS) and the residual add, each as the
 median over replays of a CUDA graph of ``REPS`` back-to-back launches (GPU time
 including the gaps between kernels, no host dispatch). Weights rotate over enough
 copies to exceed twice the L2 cache, so no repetition reads weights from L2. Rows
 are written in the extract's columns with ``gpu`` = ``--gpu-name``, so
-``benchmarks/fit_vidur.py`` can fit or test them like Vidur's. Norms, rotary and the
+``tools/calibrate/fit_vidur.py`` can fit or test them like Vidur's. Norms, rotary and the
 activation are not timed: plain PyTorch runs them as several unfused kernels, where
 Vidur's tables time fused ones. ``--timing events`` times each launch alone between
 two CUDA events instead (as Vidur's timer does), to tell a timing-method difference
@@ -27,8 +27,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fit_vidur
 from torch_decoder import graph_ms
 
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     header = (
-        f"# Measured by benchmarks/gpu_ops.py on {name}, torch {torch.__version__}, "
+        f"# Measured by tools/calibrate/gpu_ops.py on {name}, torch {torch.__version__}, "
         f"CUDA {torch.version.cuda}: median GPU time per launch, "
         + (f"CUDA-graph replays of {REPS} launches" if TIMING == "graph"
            else f"{REPS} eager launches each between two CUDA events")

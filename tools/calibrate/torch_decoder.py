@@ -1,8 +1,9 @@
 """A plain-PyTorch Llama/Qwen2-shaped decoder and GPU timers, for measuring on a GPU.
 
-Benchmarks only (``gpu_ops.py``, ``gpu_steps.py``): random weights, a dense
-per-sequence KV cache (not vLLM's paged one), cuBLAS GEMMs through ``F.linear``,
-``F.scaled_dot_product_attention`` for attention, and unfused norms and rotary. It is
+For the calibration tools beside it (``gpu_ops.py``, ``gpu_steps.py``,
+``gpu_attention.py``): random weights, a dense per-sequence KV cache (not vLLM's
+paged one), cuBLAS GEMMs through ``F.linear``, ``F.scaled_dot_product_attention``
+for attention, and unfused norms and rotary. It is
 what the roofline's kernels would be without vLLM's fused ones, so its step times are
 an upper-bound check on the roofline's kernel terms, not a stand-in for vLLM.
 

@@ -5,11 +5,11 @@ Source: Microsoft Vidur (MIT licence), github.com/microsoft/vidur at commit 7d47
 times (ms) of every linear and element-wise op of one decoder layer, by token count
 and tensor-parallel degree.
 
-    python benchmarks/fit_vidur.py --vidur /tmp/vidur/data/profiling/compute \
+    python tools/calibrate/fit_vidur.py --vidur /tmp/vidur/data/profiling/compute \
         [--extra MEASURED.csv ...] [--write-coefficients] [--write-extract] [--markdown] \
         [--transfer]
 
-Without ``--vidur`` it fits the committed extract (``benchmarks/vidur/extract.csv``),
+Without ``--vidur`` it fits the committed extract (``tools/calibrate/vidur/extract.csv``),
 which is what the tests check. ``--extra`` adds measured rows in the extract's format
 (``gpu,model,tp,tokens,n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,op,
 measured_s``), e.g. another GPU's own op timings; a GPU Vidur did not measure takes its
@@ -61,9 +61,10 @@ from nightjar.roofline.calibration.ops import (
 )
 from nightjar.roofline.hardware import GPUS
 
-ROOT = Path(__file__).resolve().parents[1]
-EXTRACT = ROOT / "benchmarks" / "vidur" / "extract.csv"
-COEFFS = ROOT / "nightjar" / "calibration" / "fitted.py"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]  # the repository
+EXTRACT = HERE / "vidur" / "extract.csv"
+COEFFS = ROOT / "nightjar" / "roofline" / "calibration" / "fitted.py"
 VIDUR_COMMIT = "7d47513"
 # Peak dense bf16 FLOP/s and memory bandwidth the efficiencies are relative to.
 # a100 and h100 are the catalogue's SXM entries (nightjar/roofline/hardware.py); a40 is NVIDIA's
@@ -339,7 +340,8 @@ def write_coefficients(
     path = path or COEFFS
     stats = summary(err)
     lines = [
-        '"""Operator coefficients fitted by ``benchmarks/fit_vidur.py`` (generated; do not edit).',
+        '"""Operator coefficients fitted by ``tools/calibrate/fit_vidur.py``'
+        " (generated; do not edit).",
         "",
         "Fitted to Microsoft Vidur's measured per-layer op times (MIT licence),",
         f"github.com/microsoft/vidur commit {VIDUR_COMMIT}, data/profiling/compute/<gpu>/*/mlp.csv",

@@ -3,11 +3,12 @@
 Source: Microsoft Vidur (MIT licence, github.com/microsoft/vidur, commit 7d47513),
 ``data/profiling/network/{a100,h100}_dgx/all_reduce.csv``: NCCL all-reduce times on
 NVSwitch (DGX/HGX) nodes, fp16 buffers, ``size`` in bytes, times in ms. Vidur's
-licence is in ``benchmarks/vidur/LICENSE``.
+licence is in ``tools/calibrate/vidur/LICENSE``.
 
 Usage:
-    python benchmarks/fit_all_reduce.py derive VIDUR_NETWORK_DIR > benchmarks/vidur/all_reduce.csv
-    python benchmarks/fit_all_reduce.py fit benchmarks/vidur/all_reduce.csv
+    python tools/calibrate/fit_all_reduce.py derive VIDUR_NETWORK_DIR \\
+        > tools/calibrate/vidur/all_reduce.csv
+    python tools/calibrate/fit_all_reduce.py fit tools/calibrate/vidur/all_reduce.csv
 
 ``derive`` keeps the intra-node rows (``num_workers == devices_per_node``) and bins them
 by power of two of the size: one row per bin with the median size and the median of

@@ -1,7 +1,7 @@
 """What reading a row-split draft weight costs: whole vs chunked embedding and LM head.
 
 An aliased draft's embedding and LM head larger than one layer's chunk of the KV
-ballast region are split by rows over several chunks (benchmarks/alias_layout.py
+ballast region are split by rows over several chunks (experiments/alias_layout.py
 prints the pieces), and run piece by piece: ``chunked_embedding`` (one clamped
 lookup per piece and a select) and ``chunked_linear`` (one GEMM per piece,
 concatenated). This times both against the whole-tensor ``F.embedding`` /
@@ -9,7 +9,7 @@ concatenated). This times both against the whole-tensor ``F.embedding`` /
 results are bitwise equal. Each call is timed alone (synchronized), so on CUDA the
 eager numbers are launch-bound; ``--graph`` times CUDA-graph replays instead.
 
-Usage: python benchmarks/alias_chunked.py [--device cpu|cuda] [--rounds 7] [--calls 30]
+Usage: python experiments/alias_chunked.py [--device cpu|cuda] [--rounds 7] [--calls 30]
        [--cases tiny-small,tiny-default,qwen-0.5b] [--dtype bfloat16] [--graph]
        (needs torch: the live venv)
 Each cell is the mean of ``rounds`` medians with its 95% interval (nightjar.results.stats);
@@ -30,7 +30,7 @@ import torch
 from nightjar.live.residency.alias import PIECE_ROWS, chunked_embedding, chunked_linear
 from nightjar.results.stats import compare, mean_interval
 
-# (vocab, hidden, pieces of the embedding/LM head as benchmarks/alias_layout.py plans them)
+# (vocab, hidden, pieces of the embedding/LM head as experiments/alias_layout.py plans them)
 CASES = {
     "tiny-small": (2048, 256, 2),
     "tiny-default": (8192, 1024, 3),

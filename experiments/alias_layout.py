@@ -11,7 +11,7 @@ each split tensor (nightjar.live.residency.alias.blocks_needed), from the shapes
 0.32.0 gives the parameters (fused qkv and gate_up; lm_head counted separately,
 although Qwen2.5-0.5B ties it to the embedding: the harder case).
 
-Usage: python benchmarks/alias_layout.py   (needs torch: the live venv)
+Usage: python experiments/alias_layout.py   (needs torch: the live venv)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Does a step cost more when its prompt tokens come as more prompts? (issue 15)
 
     LD_PRELOAD=$(find .venv-live -name libiomp5.so) VLLM_ENABLE_V1_MULTIPROCESSING=0 \\
-        .venv-live/bin/python benchmarks/prompt_count.py [--models DIR] [--draft] [--repeats 4]
+        .venv-live/bin/python experiments/prompt_count.py [--models DIR] [--draft] [--repeats 4]
 
 The simulator prices a step's prompt tokens by their number only (``nightjar/sim/price.py``).
 Short prompts in live runs looked 18-42% too cheap, which a per-request CPU cost

@@ -1,6 +1,6 @@
 """Forward times of catalogue model shapes on this GPU: CUDA graph vs eager, and sampling.
 
-    python benchmarks/gpu_steps.py --out h200_steps.json [--quick]
+    python tools/calibrate/gpu_steps.py --out h200_steps.json [--quick]
 
 With the plain-PyTorch decoder of ``torch_decoder.py`` (random bf16 weights, dense KV
 cache, unfused norms and rotary), for each model of ``MODELS``:
@@ -12,7 +12,7 @@ cache, unfused norms and rotary), for each model of ``MODELS``:
   the eager-minus-graph gap divided by them is the host time per kernel launch.
 
 ``sampling``: argmax and softmax over fp32 logits of B rows x 152,064 entries. The
-output feeds ``benchmarks/gpu_compare.py``, which sets these numbers next to the
+output feeds ``tools/calibrate/gpu_compare.py``, which sets these numbers next to the
 roofline's (docs/profiles.md).
 """
 
@@ -27,12 +27,8 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from torch_decoder import Decoder, cache_bytes, eager_ms, gib, graph_ms, kernel_count
-
 from nightjar.roofline.hardware import get_model
+from torch_decoder import Decoder, cache_bytes, eager_ms, gib, graph_ms, kernel_count
 
 MODELS = ("llama-3.1-8b", "deepseek-r1-distill-qwen-7b", "qwen2.5-0.5b", "vicuna-68m")
 BATCHES = (1, 4, 16, 64, 256)
@@ -98,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "dtype": str(dtype),
-        "method": "benchmarks/gpu_steps.py: plain-PyTorch decoder (torch_decoder.py)",
+        "method": "tools/calibrate/gpu_steps.py: plain-PyTorch decoder (torch_decoder.py)",
         "models": [],
     }
     with torch.inference_mode():

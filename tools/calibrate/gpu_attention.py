@@ -1,6 +1,6 @@
 """Time one layer's attention on this GPU: decode, verify and prefill shapes.
 
-    python benchmarks/gpu_attention.py --out h200_attention.csv
+    python tools/calibrate/gpu_attention.py --out h200_attention.csv
 
 The roofline prices attention analytically (nightjar/roofline/model.py: a fixed launch plus
 max(FLOPs at the GEMM plateau, KV bytes at the weight-read efficiency)), because
@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from torch_decoder import graph_ms
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     out = pd.DataFrame(rows, columns=["kind", "batch", "q_len", "context", "measured_s", "backend"])
     out[["heads", "kv_heads", "head_dim"]] = HEADS, KV_HEADS, HEAD_DIM
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    header = f"# benchmarks/gpu_attention.py on {name}, torch {torch.__version__}\n"
+    header = f"# tools/calibrate/gpu_attention.py on {name}, torch {torch.__version__}\n"
     args.out.write_text(header + out.to_csv(index=False, float_format="%.6g"), encoding="utf-8")
     print(f"{len(out)} rows -> {args.out} in {time.perf_counter() - start:.0f} s")
     return 0

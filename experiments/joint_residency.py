@@ -1,6 +1,6 @@
 """The joint gamma/residency rule against the gamma-0-only offload, over seeds.
 
-    python benchmarks/joint_residency.py [--profile P] [--policy nightjar+] [--seeds 5]
+    python experiments/joint_residency.py [--profile P] [--policy nightjar+] [--seeds 5]
                                          [--low-water-blocks N] [--gamma-max G] [TRACE ...]
 
 Per trace, the same policy with the draft always resident (``offload off``), with
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--policy", default="nightjar+")
     parser.add_argument("--seeds", type=int, default=5)
     # The default mark (150 blocks) suits GPU pools; a pool of tens of blocks (the live
-    # tiny pair's, benchmarks/joint_residency_live.py) needs a smaller one to reload.
+    # tiny pair's, experiments/joint_residency_live.py) needs a smaller one to reload.
     parser.add_argument("--low-water-blocks", type=int, default=MemoryConfig().low_water_blocks)
     parser.add_argument("--gamma-max", type=int, default=SimConfig().gamma_max)
     args = parser.parse_args()

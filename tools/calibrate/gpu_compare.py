@@ -1,6 +1,6 @@
-"""Set the H200 measurements (benchmarks/measured/h200/) next to the roofline's prices.
+"""Set the H200 measurements (tools/calibrate/measured/h200/) next to the roofline's prices.
 
-    python benchmarks/gpu_compare.py [--dir benchmarks/measured/h200] [--gpu h200]
+    python tools/calibrate/gpu_compare.py [--dir tools/calibrate/measured/h200] [--gpu h200]
 
 Prints docs/profiles.md's "Measured on an H200" tables (markdown): per-op GEMM error
 of the fitted model at the catalogue GPU's specifications, the plain-PyTorch decoder's
@@ -18,16 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import fit_vidur  # the sibling script in this folder
+from nightjar.roofline.calibration.fits import fit_for
+from nightjar.roofline.calibration.ops import gemm_times_s
+from nightjar.roofline.hardware import GPU, get_gpu, get_model
+from nightjar.roofline.model import RooflineParams, forward_s, prefill_s, resolve
 
-import fit_vidur  # noqa: E402
-
-from nightjar.roofline.calibration.fits import fit_for  # noqa: E402
-from nightjar.roofline.calibration.ops import gemm_times_s  # noqa: E402
-from nightjar.roofline.hardware import GPU, get_gpu, get_model  # noqa: E402
-from nightjar.roofline.model import RooflineParams, forward_s, prefill_s, resolve  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def _fit(gpu: GPU):  # type: ignore[no-untyped-def]
@@ -114,7 +111,7 @@ def attention_table(att: pd.DataFrame, gpu: GPU) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", type=Path, default=ROOT / "benchmarks" / "measured" / "h200")
+    ap.add_argument("--dir", type=Path, default=HERE / "measured" / "h200")
     ap.add_argument("--gpu", default="h200", help="the catalogue GPU that prices them")
     args = ap.parse_args(argv)
     gpu = get_gpu(args.gpu)
