@@ -10,6 +10,7 @@ from nightjar.core.records import RunResult
 from nightjar.profile.model import Profile, load_profile
 from nightjar.results.stats import mean_interval
 from nightjar.sim import ReloadMode, SimConfig, simulate
+from nightjar.sim.batch import LEFT
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
 from nightjar.trace.model import Trace, load_trace
@@ -112,8 +113,10 @@ def test_no_request_is_lost_or_duplicated_across_cycles(
 
     def counting(self: Engine) -> bool:
         nonlocal before_first
-        if len(self.batch):
-            before_first += int(self.ledger.generated[int(self.batch.rid[-1])] == 0)
+        b = self.batch
+        if len(b):  # the newest request's generated tokens: the batch keeps them live
+            left = int(b.state[LEFT, len(b) - 1])
+            before_first += int(self.ledger.output[int(b.rid[-1])] - left == 0)
         return bool(preempt(self))
 
     monkeypatch.setattr(Engine, "_preempt_last", counting)

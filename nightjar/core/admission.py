@@ -71,7 +71,8 @@ class Limits:
 
 
 def step_batch(
-    running_left: Iterable[int], pending: Iterable[int], free_blocks: int, limits: Limits
+    running_left: Iterable[int], pending: Iterable[int], free_blocks: int, limits: Limits,
+    *, decodes: int = 0,
 ) -> int:
     """The requests a step runs: the running ones plus the waiting ones it admits.
 
@@ -83,11 +84,19 @@ def step_batch(
     vLLM. This is the batch a K
     chosen now is priced at: the drafter proposes at the end of the step for every
     request in it, the admitted ones included.
+
+    ``decodes``: that many running requests, ahead of ``running_left``, compute one
+    token each (a decode whose drafts are not chosen yet), counted without a loop:
+    the same as passing ``[1] * decodes`` in front.
     """
     budget = limits.max_num_batched_tokens
     slots = limits.draft_slots
-    running = 0
-    starved = False
+    running = decodes
+    # Each decode takes 1 + slots while budget - slots >= 1 is left for it; once one
+    # is starved, every request after it is too (the budget only shrinks).
+    fit = min(decodes, budget // (1 + slots)) if budget > 0 else 0
+    budget -= fit * (1 + slots)
+    starved = fit < decodes
     for left in running_left:
         running += 1
         if left <= 0:

@@ -6,7 +6,8 @@ import numpy as np
 
 from nightjar.sim.config import AcceptanceModel
 
-_MAX_ALPHA = 0.999  # keeps log(alpha) finite; a perfect draft is not physical anyway
+MAX_ALPHA = 0.999  # keeps log(alpha) finite; a perfect draft is not physical anyway
+MIN_ALPHA = 1e-9
 
 
 def sample_accepted(
@@ -20,11 +21,13 @@ def sample_accepted(
 
     GEOMETRIC uses ``floor(ln U / ln a)``, the number of leading successes of
     Bernoulli(a) trials (P(K >= k) = a^k), capped at gamma: one uniform per request.
+    The engine runs the same draw inline (``Engine._accept``) with ``log(a)`` kept per
+    running request; both must consume the generator identically.
     """
     n = alpha.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    a = np.clip(alpha, 1e-9, _MAX_ALPHA)
+    a = np.clip(alpha, MIN_ALPHA, MAX_ALPHA)
     if model is AcceptanceModel.GEOMETRIC:
         u = rng.random(n)
         k = np.floor(np.log(u) / np.log(a))

@@ -1,60 +1,100 @@
-"""The running batch as parallel numpy arrays, kept in admission order.
+"""The running batch: one preallocated int64 table, columns in admission order.
 
 Order matters: preemption takes the newest request first (the tail), as vLLM does.
-Per-request history that outlives a stay in the batch (generated tokens, times,
-counters) lives in :class:`sim.ledger.Ledger`, indexed by request id.
+Row ``f`` of :attr:`RunningBatch.state` is field ``f`` (``RID``, ``CTX``, ...) of every
+running request, so one fancy index moves a whole request when the batch is
+compacted, and every per-step update is an in-place operation on a row's prefix
+(``state[CTX, :n]``): no array is built or concatenated per step. Per-request history
+that outlives a stay in the batch lives in :class:`nightjar.sim.ledger.Ledger`,
+indexed by request id; the running copies of its counters (``LEFT``, ``DRAFTED``,
+``ACCEPTED``) are written back when a request leaves the batch (it finishes or is
+preempted).
+
+Invariant: the ``n_decode`` requests that finished their prefill are a prefix of
+the batch (``TODO`` is 0 there and > 0 after): a prompt is only admitted after every
+running request was scheduled, and a partial prefill gets the next chunk before
+anything behind it does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+# Rows of RunningBatch.state.
+RID = 0  # request id (index into the trace)
+CTX = 1  # tokens in the target's KV cache
+BLOCKS = 2  # KV blocks allocated
+LAG = 3  # tokens the draft's KV cache is behind by
+TODO = 4  # prompt tokens still to prefill (chunked prefill); 0 once decoding
+LEFT = 5  # output tokens still to generate (output - generated)
+DRAFTED = 6  # draft tokens proposed over the request's life (ledger copy)
+ACCEPTED = 7  # of which accepted (ledger copy)
+FIELDS = 8
 
 
 class RunningBatch:
-    def __init__(self) -> None:
-        self.rid = _EMPTY  # request ids (indices into the trace)
-        self.ctx = _EMPTY  # tokens in the target's KV cache
-        self.blocks = _EMPTY  # KV blocks allocated
-        self.lag = _EMPTY  # tokens the draft's KV cache is behind by
-        # Prompt tokens still to prefill (chunked prefill); 0 for a decoding request.
-        # Decoding requests always precede prefilling ones: a prompt is only
-        # admitted after every running request was scheduled (decodes first).
-        self.todo = _EMPTY
+    def __init__(self, capacity: int = 256) -> None:
+        self.state = np.zeros((FIELDS, max(capacity, 1)), dtype=np.int64)
+        # log(acceptance rate) of each running request (the geometric draw's divisor).
+        self.log_alpha = np.zeros(max(capacity, 1))
+        self.n = 0  # running requests
+        self.n_decode = 0  # of which decoding (a prefix)
 
     def __len__(self) -> int:
-        return int(self.rid.shape[0])
+        return self.n
 
-    def append(
-        self, rid: np.ndarray, ctx: np.ndarray, blocks: np.ndarray, lag: np.ndarray,
-        todo: np.ndarray,
-    ) -> None:
-        self.rid = np.concatenate((self.rid, rid))
-        self.ctx = np.concatenate((self.ctx, ctx))
-        self.blocks = np.concatenate((self.blocks, blocks))
-        self.lag = np.concatenate((self.lag, lag))
-        self.todo = np.concatenate((self.todo, todo))
+    # Views of the running prefix, for readers outside the step loop.
+    @property
+    def rid(self) -> np.ndarray:
+        return self.state[RID, : self.n]
+
+    @property
+    def ctx(self) -> np.ndarray:
+        return self.state[CTX, : self.n]
+
+    @property
+    def blocks(self) -> np.ndarray:
+        return self.state[BLOCKS, : self.n]
+
+    @property
+    def lag(self) -> np.ndarray:
+        return self.state[LAG, : self.n]
+
+    @property
+    def todo(self) -> np.ndarray:
+        return self.state[TODO, : self.n]
 
     def decoding(self) -> int:
         """How many requests (a prefix of the batch) have finished their prefill."""
-        n = len(self)
-        if n == 0 or self.todo[-1] == 0:
-            return n
-        return int(np.argmax(self.todo > 0))
+        return self.n_decode
+
+    def append(self, columns: np.ndarray, log_alpha: np.ndarray) -> None:
+        """Add requests at the tail: ``columns`` is ``FIELDS x k``, prefilling ones."""
+        k = columns.shape[1]
+        end = self.n + k
+        if end > self.state.shape[1]:  # never past max_num_seqs, but stay safe
+            grown = max(end, 2 * self.state.shape[1])
+            state = np.zeros((FIELDS, grown), dtype=np.int64)
+            state[:, : self.n] = self.state[:, : self.n]
+            log_a = np.zeros(grown)
+            log_a[: self.n] = self.log_alpha[: self.n]
+            self.state, self.log_alpha = state, log_a
+        self.state[:, self.n : end] = columns
+        self.log_alpha[self.n : end] = log_alpha
+        self.n = end
 
     def keep(self, mask: np.ndarray) -> None:
-        """Drop the requests where ``mask`` is false, preserving order."""
-        self.rid = self.rid[mask]
-        self.ctx = self.ctx[mask]
-        self.blocks = self.blocks[mask]
-        self.lag = self.lag[mask]
-        self.todo = self.todo[mask]
+        """Drop the requests where ``mask`` (over the running prefix) is false, in order."""
+        n = self.n
+        kept = int(np.count_nonzero(mask))
+        self.n_decode = int(np.count_nonzero(mask[: self.n_decode]))
+        self.state[:, :kept] = self.state[:, :n][:, mask]
+        self.log_alpha[:kept] = self.log_alpha[:n][mask]
+        self.n = kept
 
-    def truncate(self, n: int) -> None:
-        """Keep the oldest ``n`` requests."""
-        self.rid = self.rid[:n]
-        self.ctx = self.ctx[:n]
-        self.blocks = self.blocks[:n]
-        self.lag = self.lag[:n]
-        self.todo = self.todo[:n]
+    def pop(self) -> np.ndarray:
+        """Remove the newest request; returns its column (a copy)."""
+        self.n -= 1
+        if self.n_decode > self.n:
+            self.n_decode = self.n
+        return self.state[:, self.n].copy()

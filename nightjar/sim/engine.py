@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from math import inf
 from typing import Any
 
@@ -30,9 +29,9 @@ from nightjar.core.types import Decision, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import spec_needs_draft
 from nightjar.profile.model import Profile
-from nightjar.sim.acceptance import sample_accepted
-from nightjar.sim.batch import RunningBatch
-from nightjar.sim.config import DraftKVMode, SchedulerMode, SimConfig
+from nightjar.sim.acceptance import MAX_ALPHA, MIN_ALPHA, sample_accepted
+from nightjar.sim.batch import ACCEPTED, BLOCKS, CTX, DRAFTED, LAG, LEFT, RID, TODO, RunningBatch
+from nightjar.sim.config import AcceptanceModel, DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
@@ -48,33 +47,6 @@ DRAFT_SLOTS = 1
 
 class SimulationStalled(NightjarInputError):
     """The engine cannot make progress: nothing runs and nothing can be admitted."""
-
-
-def _blocks_for(tokens: np.ndarray, block_size: int) -> np.ndarray:
-    return -(-tokens // block_size)
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What the scheduler settled for one step."""
-
-    n_decode: int  # the first n_decode running requests decode; the rest prefill
-    gammas: np.ndarray  # per decoding request, after clamps
-    g_max: int
-    clamped: bool
-    prefill_tokens: int
-    mean_ctx: float
-    chunks: np.ndarray  # prompt tokens prefilled this step by each request from prefill_from
-    prefill_from: int  # n_decode, except a V0 prefill-only step (decodes idle: 0 and len)
-
-
-@dataclass(frozen=True, slots=True)
-class _Decoded:
-    """Per decoding request: id, accepted drafts, emitted tokens."""
-
-    rid: np.ndarray
-    accepted: np.ndarray
-    emitted: np.ndarray
 
 
 class Engine:
@@ -109,7 +81,7 @@ class Engine:
         # The per-step decide -> memory -> clamp -> observe sequence lives in the driver.
         self.driver = StepDriver(policy, self.draft.controller, profile)
         self.rng = np.random.default_rng([config.seed, 11])
-        self.batch = RunningBatch()
+        self.batch = RunningBatch(config.max_num_seqs)
         self.waiting: deque[int] = deque()
         # Running sums over the waiting queue for StepContext (kept on every push and
         # pop, so a long queue costs nothing per step): tokens to prefill, preempted.
@@ -129,45 +101,69 @@ class Engine:
         # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
         mem = config.memory
         self.stall_limit_s = mem.max_dwell_s + mem.reload_hold_s + DRAIN_TIMEOUT_S + 1.0
+        # What the step loop reads per request as Python values (a numpy scalar read
+        # costs ten times a list's), and what every step would otherwise recompute.
+        self._arrivals: list[float] = ledger.arrival_s.tolist()
+        self._prompt: list[int] = ledger.prompt.tolist()
+        self._output: list[int] = ledger.output.tolist()
+        # Tokens each waiting request must prefill (prompt + generated), set when it
+        # joins the queue: admission reads it lazily, request by request.
+        self._pending: list[int] = [0] * len(self._prompt)
+        self._log_alpha = np.log(np.clip(ledger.alpha, MIN_ALPHA, MAX_ALPHA))
+        self._geometric = config.acceptance_model is AcceptanceModel.GEOMETRIC
+        self._v1 = config.engine is SchedulerMode.V1
+        self._sync = config.draft_kv_mode is DraftKVMode.SYNC
+        self._window_start = 0  # first arrival inside the arrival-rate window
+        self._moved = False  # the last step emitted or prefilled a token
+        self._limits = Limits(
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            max_num_seqs=config.max_num_seqs,
+            block_size=self.block_size,
+            draft_slots=self.draft_slots,
+        )
 
     # -- the simpy process -------------------------------------------------------
     def run(self) -> Generator[simpy.Event, Any, None]:
-        n = self.ledger.arrival_s.shape[0]
-        arrivals = self.ledger.arrival_s
+        arrivals, prompt, pending = self._arrivals, self._prompt, self._pending
+        waiting = self.waiting
+        n = len(arrivals)
+        env, ledger, batch = self.env, self.ledger, self.batch
         idle_since: float | None = None
-        while self.ledger.finished < n:
-            now = self.env.now
-            while self.next_arrival < n and arrivals[self.next_arrival] <= now:
-                self.waiting.append(self.next_arrival)
-                self._waiting_tokens += int(self.ledger.prompt[self.next_arrival])
-                self.next_arrival += 1
-            if not len(self.batch) and not self.waiting:
-                yield self.env.timeout(float(arrivals[self.next_arrival]) - now)
+        while ledger.finished < n:
+            now = env.now
+            i = self.next_arrival
+            while i < n and arrivals[i] <= now:
+                waiting.append(i)
+                pending[i] = prompt[i]
+                self._waiting_tokens += prompt[i]
+                i += 1
+            self.next_arrival = i
+            if not batch.n and not waiting:
+                yield env.timeout(arrivals[i] - now)
                 continue
-            running = len(self.batch)
+            running = batch.n
             step_time = self._step(now)
-            last = self.steps[-1]
             # A step that preempted its whole batch is followed at once by one that
             # admits or finds the engine idle, so only a step that started idle waits.
-            if step_time > 0.0 or running or last.emitted or last.prefill_tokens:
+            if step_time > 0.0 or running or self._moved:
                 idle_since = None
-                yield self.env.timeout(step_time)
+                yield env.timeout(step_time)
                 if self.on_step is not None:
-                    self.on_step(self.env.now)
+                    self.on_step(env.now)
                 continue
             # The watchdog: a step that took no time and moved no token. Nothing runs
             # and the head of the queue cannot be admitted (a draft transfer or a
             # drain holds the blocks it needs), so wait for the next event instead
             # of spinning at the same instant.
             idle_since = now if idle_since is None else idle_since
-            yield self.env.timeout(self._idle_wait(now, idle_since))
+            yield env.timeout(self._idle_wait(now, idle_since))
 
     def _idle_wait(self, now: float, idle_since: float) -> float:
         """Simulated seconds an idle engine waits: to the next arrival or transfer,
         at most one poll (the memory controller's dwell is counted in time)."""
         pending = self.env.peek()  # a draft transfer's completion, if one is under way
-        n = self.ledger.arrival_s.shape[0]
-        arrival = float(self.ledger.arrival_s[self.next_arrival]) if self.next_arrival < n else inf
+        n = len(self._arrivals)
+        arrival = self._arrivals[self.next_arrival] if self.next_arrival < n else inf
         if pending == inf and now - idle_since > self.stall_limit_s:
             head = self.waiting[0] if self.waiting else -1
             tokens = int(self.ledger.prompt[head] + self.ledger.generated[head]) if head >= 0 else 0
@@ -179,28 +175,32 @@ class Engine:
         return max(0.0, min(pending, arrival, now + IDLE_POLL_S) - now)
 
     # -- one step -----------------------------------------------------------------
-    def _context(self, now: float, n: int, batch: int | None = None) -> StepContext:
+    def _context(
+        self, now: float, n: int, batch: int | None = None,
+        mean_ctx: float = 0.0, max_ctx: float = 0.0,
+    ) -> StepContext:
         """What the policy sees. ``batch``: the requests the step runs (the batch its
         gamma is priced at, ``n`` when not given); contexts, ids and acceptance are
-        those of the ``n`` decoding requests (the ones the gamma applies to)."""
-        b = self.batch
-        led = self.ledger
+        those of the ``n`` decoding requests (the ones the gamma applies to), whose
+        mean and largest context the caller passes."""
         ids = true_acc = est = None
-        rid = b.rid[:n]
         if self.wants_requests and n:
+            state = self.batch.state
+            rid = state[RID, :n]
             ids = rid.tolist()
-            true_acc = led.alpha[rid].tolist()
-            est = ((led.accepted[rid] + 1.0) / (led.drafted[rid] + 2.0)).tolist()
+            true_acc = self.ledger.alpha[rid].tolist()
+            est = ((state[ACCEPTED, :n] + 1.0) / (state[DRAFTED, :n] + 2.0)).tolist()
+        pool = self.pool
         return StepContext(
             now=now,
             batch_size=n if batch is None else batch,
             num_waiting=len(self.waiting),
-            kv_free_blocks=self.pool.free,
-            kv_total_blocks=self.pool.total - self.pool.reclaim_pending,
+            kv_free_blocks=pool.free,
+            kv_total_blocks=pool.total - pool.reclaim_pending,
             draft_resident=self.draft.resident,
             gamma_max=self.cfg.gamma_max,
-            mean_context_len=float(b.ctx[:n].mean()) if n else 0.0,
-            max_context_len=float(b.ctx[:n].max()) if n else 0.0,
+            mean_context_len=mean_ctx,
+            max_context_len=max_ctx,
             num_preempted_waiting=self._waiting_preempted,
             waiting_tokens=self._waiting_tokens,
             kv_block_size=self.block_size,
@@ -211,55 +211,61 @@ class Engine:
         )
 
     def _arrival_rate(self, now: float) -> float:
-        """Arrivals in the last window over the window (``nightjar.core.arrivals``)."""
-        since = int(np.searchsorted(
-            self.ledger.arrival_s[: self.next_arrival], now - ARRIVAL_WINDOW_S, side="right"
-        ))
-        return (self.next_arrival - since) / ARRIVAL_WINDOW_S
+        """Arrivals in the last window over the window (``nightjar.core.arrivals``).
+
+        The window's start only moves forward (time does), so it is a pointer
+        advanced past the arrivals at or before ``now - window``."""
+        edge = now - ARRIVAL_WINDOW_S
+        arrivals, since, upto = self._arrivals, self._window_start, self.next_arrival
+        while since < upto and arrivals[since] <= edge:
+            since += 1
+        self._window_start = since
+        return (upto - since) / ARRIVAL_WINDOW_S
+
+    def _context_stats(self, n: int) -> tuple[int, float]:
+        """Sum and largest of the first ``n`` requests' contexts (``n`` >= 1)."""
+        view = self.batch.state[CTX, :n]
+        return int(np.add.reduce(view)), float(np.maximum.reduce(view))
 
     def _step(self, now: float) -> float:
-        plan = self._schedule(now)
-        step_s, switch_s = self._latency(plan)
-        decoded = self._postprocess(plan, now + step_s)
-        self._record(now, plan, step_s, switch_s, decoded)
-        return step_s
-
-    def _schedule(self, now: float) -> _Plan:
-        """Decide gamma, make room in the KV pool, fill the token budget with prompts."""
+        """Schedule, price, apply and record one step; returns its duration."""
+        if not self._v1 and self.waiting:
+            step_s = self._prefill_only(now)
+            if step_s is not None:
+                return step_s
         b = self.batch
-        if self.cfg.engine is SchedulerMode.V0 and self.waiting:
-            plan = self._prefill_only(now)
-            if plan is not None:
-                return plan
-        n = b.decoding()
-        ctx = self._context(now, n, self._step_batch(n))
+        n = b.n_decode
+        # The mean context of the decoding requests (an integer sum over n: exactly
+        # numpy's mean) and the largest, once: the plan reuses them if no decoding
+        # request is preempted before it runs.
+        total, top = self._context_stats(n) if n else (0, 0.0)
+        seen = n
+        ctx = self._context(now, n, self._step_batch(n), total / n if n else 0.0, top)
         step = self.driver.plan(ctx)
-        before = len(b)
+        before = b.n
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
-        gammas = self._gammas(step.decision, min(n, len(b)))
-        if self.ledger.no_spec is not None:
-            # Opted-out requests decode without speculation (vLLM: no spec tokens).
-            gammas[self.ledger.no_spec[b.rid[: gammas.size]]] = 0
-        grown, cut = self._grow_kv(gammas)
-        preempted = grown or len(b) < before
-        n = min(n, len(b))
-        gammas = gammas[:n]
-        if self.cfg.engine is SchedulerMode.V0:
-            chunks = np.zeros(0, dtype=np.int64)
-        else:
+        n = min(n, b.n)
+        gam = self._gammas(step.decision, n)
+        gam, n, cut = self._grow_kv(gam, n)
+        preempted = b.n < before
+        drafted = gam * n if isinstance(gam, int) else int(gam.sum())
+        chunks: list[int] = []
+        if self._v1:
             slots = self.draft_slots
-            budget = self.cfg.max_num_batched_tokens - int(gammas.sum()) - n * (1 + slots)
-            chunks = self._continue_prefill(n, budget)
+            budget = self.cfg.max_num_batched_tokens - drafted - n * (1 + slots)
+            if b.n > n:
+                chunks = self._continue_prefill(n, budget)
             # Admission only once every partial prefill got its chunk (vLLM serves
             # the running queue before the waiting one).
-            if not preempted and chunks.size == len(b) - n:
-                left = budget - int(chunks.sum()) - slots * chunks.size
-                chunks = np.concatenate((chunks, self._admit(left, extra=slots)))
-        return _Plan(
-            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
-            clamped=step.clamped or cut,
-            prefill_tokens=int(chunks.sum()), mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
-            chunks=chunks, prefill_from=n,
+            if not preempted and len(chunks) == b.n - n and self.waiting:
+                left = budget - sum(chunks) - slots * len(chunks)
+                chunks += self._admit(left, extra=slots).tolist()
+        if n != seen and n:
+            total = self._context_stats(n)[0]
+        g_max = (gam if isinstance(gam, int) else int(gam.max())) if n else 0
+        return self._run(
+            now, n, gam, g_max, drafted, step.clamped or cut, chunks, n,
+            total / n if n else 0.0,
         )
 
     def _step_batch(self, n: int) -> int:
@@ -275,29 +281,20 @@ class Engine:
         one step later, so the live scheduler asks on every step), and the policy is
         not asked, which leaves the memory controller free to offload during a stretch
         of prefill-only steps as before."""
-        if self.cfg.engine is not SchedulerMode.V1 or not n:
+        if not self._v1 or not n:
             return n
-        b, led = self.batch, self.ledger
+        b = self.batch
         if not self.waiting:  # nothing to admit: every running request (cheap path)
-            return len(b)
-        running = [1] * n + b.todo[n:].tolist()
-        pending = (int(led.prompt[r] + led.generated[r]) for r in self.waiting)
-        return step_batch(running, pending, self.pool.free, self._limits())
+            return b.n
+        prefilling = b.state[TODO, n : b.n].tolist()
+        pending = map(self._pending.__getitem__, self.waiting)
+        return step_batch(prefilling, pending, self.pool.free, self._limits, decodes=n)
 
-    def _limits(self) -> Limits:
-        cfg = self.cfg
-        return Limits(
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
-            max_num_seqs=cfg.max_num_seqs,
-            block_size=self.block_size,
-            draft_slots=self.draft_slots,
-        )
-
-    def _prefill_only(self, now: float) -> _Plan | None:
+    def _prefill_only(self, now: float) -> float | None:
         """V0: a step that prefills whole admitted prompts and decodes nothing, or None
         when no waiting prompt fits (the step then decodes)."""
         b = self.batch
-        n = len(b)
+        n = b.n
         chunks = self._admit(self.cfg.max_num_batched_tokens, whole=True)
         if not chunks.size:
             return None
@@ -305,169 +302,257 @@ class Engine:
         ctx = self._context(now, 0)
         step = self.driver.plan(ctx)
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
-        n = min(n, len(b))
-        chunks = chunks[: len(b) - n]  # a reload may have preempted admissions
+        n = min(n, b.n)
+        chunks = chunks[: b.n - n]  # a reload may have preempted admissions
         if not chunks.size:
             return None
-        return _Plan(
-            n_decode=0, gammas=np.zeros(0, dtype=np.int64), g_max=0, clamped=False,
-            prefill_tokens=int(chunks.sum()), mean_ctx=0.0, chunks=chunks, prefill_from=n,
-        )
+        return self._run(now, 0, 0, 0, 0, False, chunks.tolist(), n, 0.0)
 
-    def _latency(self, plan: _Plan) -> tuple[float, float]:
-        """The step's duration and the part of it that was the draft's catch-up."""
-        b, n = self.batch, plan.n_decode
-        lag = int(b.lag[:n][plan.gammas > 0].sum()) if plan.g_max > 0 else 0
+    def _run(
+        self, now: float, n: int, gam: int | np.ndarray, g_max: int, drafted: int,
+        clamped: bool, chunks: list[int], prefill_from: int, mean_ctx: float,
+    ) -> float:
+        """Price the planned step, apply its sampled outcome, record it.
+
+        The first ``n`` running requests decode at ``gam`` (one length for all, or one
+        each); ``chunks[j]`` prompt tokens are prefilled by request
+        ``prefill_from + j``."""
+        b, state = self.batch, self.batch.state
+        prefill = sum(chunks)
+        # -- latency: the step's duration and the part that was the draft's catch-up
+        lag = 0
+        if g_max > 0:
+            if isinstance(gam, int):  # every decoding request speculates
+                lag = int(np.add.reduce(state[LAG, :n]))
+            else:
+                lag = int(state[LAG, :n][gam > 0].sum())
+        resident = self.draft.resident
         price = price_step(self.profile, StepShape(
-            n_decode=n, g_max=plan.g_max, drafted=int(plan.gammas.sum()),
-            mean_ctx=plan.mean_ctx, prefill_tokens=plan.prefill_tokens,
-            draft_loaded=self.draft.resident,
-            sync=self.cfg.draft_kv_mode is DraftKVMode.SYNC, lag_tokens=lag,
+            n_decode=n, g_max=g_max, drafted=drafted, mean_ctx=mean_ctx,
+            prefill_tokens=prefill, draft_loaded=resident, sync=self._sync, lag_tokens=lag,
         ))
         if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
         self._draft_prefilled = price.draft_prefilled
-        step_s = price.total_s + self.draft.take_step_overhead_s()
-        return float(step_s), float(price.switch_s)
-
-    def _postprocess(self, plan: _Plan, end: float) -> _Decoded:
-        """Apply the sampled outcome at the step's end."""
-        b, led, n, gammas = self.batch, self.ledger, plan.n_decode, plan.gammas
-        rid = b.rid[:n]
-        acc = sample_accepted(
-            self.rng, led.alpha[rid], gammas, self.cfg.acceptance_model, self.cfg.positional_decay
-        )
-        emitted = np.minimum(acc + 1, led.output[rid] - led.generated[rid])
-        led.generated[rid] += emitted
-        led.drafted[rid] += gammas
-        led.accepted[rid] += acc
-        b.ctx[:n] += emitted
-        lag = b.lag[:n]
-        lag[gammas > 0] = 0
-        if not (self.draft.resident and self.cfg.draft_kv_mode is DraftKVMode.SYNC):
-            lag[gammas == 0] += emitted[gammas == 0]
-        if plan.chunks.size:
-            self._prefilled(plan, end)
-        done = led.generated[b.rid] >= led.output[b.rid]
-        if done.any():
-            led.finish_s[b.rid[done]] = end
-            led.finished += int(done.sum())
-            self.pool.release(int(b.blocks[done].sum()))
-            b.keep(~done)
+        step_s = float(price.total_s + self.draft.take_step_overhead_s())
+        switch_s = float(price.switch_s)
+        end = now + step_s
+        # -- the sampled outcome, applied at the step's end
+        accepted = emitted = 0
+        ids = per_acc = per_drafted = None
+        if n:
+            acc = self._accept(n, gam)
+            out = acc + 1
+            left = state[LEFT, :n]
+            np.minimum(out, left, out=out)
+            left -= out
+            state[CTX, :n] += out
+            state[DRAFTED, :n] += gam
+            state[ACCEPTED, :n] += acc
+            keep_sync = resident and self._sync
+            if isinstance(gam, int):
+                if gam > 0:
+                    state[LAG, :n] = 0
+                elif not keep_sync:
+                    state[LAG, :n] += out
+            else:
+                lags = state[LAG, :n]
+                lags[gam > 0] = 0
+                if not keep_sync:
+                    zero = gam == 0
+                    lags[zero] += out[zero]
+            accepted, emitted = int(np.add.reduce(acc)), int(np.add.reduce(out))
+            if self.wants_requests:
+                ids = state[RID, :n].tolist()
+                per_acc = acc.tolist()
+                per_drafted = [gam] * n if isinstance(gam, int) else gam.tolist()
+        if chunks:
+            self._prefilled(prefill_from, chunks, end)
+        size = b.n
+        if size and np.minimum.reduce(state[LEFT, :size]) <= 0:
+            self._finish(state[LEFT, :size] <= 0, end)
         self.draft.after_step(self._preempt_last)
-        return _Decoded(rid, acc, emitted)
-
-    def _prefilled(self, plan: _Plan, end: float) -> None:
-        """Advance the prefilling requests; a finished prefill emits the first token."""
-        b, led = self.batch, self.ledger
-        rows = slice(plan.prefill_from, plan.prefill_from + plan.chunks.size)
-        b.ctx[rows] += plan.chunks
-        b.todo[rows] -= plan.chunks
-        if not self._draft_prefilled:
-            b.lag[rows] += plan.chunks
-        ready = b.todo[rows] == 0
-        new = b.rid[rows][ready]
-        first = np.isnan(led.first_token_s[new])
-        led.first_token_s[new[first]] = end
-        led.generated[new] += 1
-        ctx = b.ctx[rows]  # a view into the batch
-        ctx[ready] += 1
-
-    def _record(
-        self, now: float, plan: _Plan, step_s: float, switch_s: float, decoded: _Decoded
-    ) -> None:
-        pool, n = self.pool, plan.n_decode
-        drafted = int(plan.gammas.sum())
-        accepted, out = int(decoded.accepted.sum()), int(decoded.emitted.sum())
+        # -- the record, and the report to the policy
+        pool = self.pool
+        self._moved = bool(emitted or prefill)
         self.steps.append(StepRecord(
-            now, step_s, n, len(self.waiting), plan.g_max, plan.prefill_tokens, drafted,
-            accepted, out, pool.used, pool.total - pool.reclaim_pending,
-            self.draft.state_name, switch_s, plan.clamped, plan.mean_ctx,
+            now, step_s, n, len(self.waiting), g_max, prefill, drafted, accepted, emitted,
+            pool.used, pool.total - pool.reclaim_pending, self.draft.state_name, switch_s,
+            clamped, mean_ctx,
         ))
-        if not n:
-            return
-        per_request = self.wants_requests
-        self.driver.finish(StepOutcome(
-            gamma=plan.g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
-            accepted=accepted, emitted=out, switch_cost_s=switch_s, clamped=plan.clamped,
-            prefill_tokens=plan.prefill_tokens,
-            request_ids=decoded.rid.tolist() if per_request else None,
-            per_request_accepted=decoded.accepted.tolist() if per_request else None,
-            per_request_drafted=plan.gammas.tolist() if per_request else None,
-        ))
+        if n:
+            self.driver.finish(StepOutcome(
+                gamma=g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
+                accepted=accepted, emitted=emitted, switch_cost_s=switch_s, clamped=clamped,
+                prefill_tokens=prefill, request_ids=ids, per_request_accepted=per_acc,
+                per_request_drafted=per_drafted,
+            ))
+        return step_s
 
-    @staticmethod
-    def _gammas(decision: Decision, n: int) -> np.ndarray:
+    def _accept(self, n: int, gam: int | np.ndarray) -> np.ndarray:
+        """Accepted drafts of the ``n`` decoding requests (``sample_accepted``'s draw).
+
+        GEOMETRIC inline: ``min(ln U / ln a, gamma)`` truncated, with ``ln a`` kept per
+        running request; truncating after the cap equals the floor before it (the
+        ratio is >= 0, and an infinite one is capped first)."""
+        if self._geometric:
+            u = self.rng.random(n)
+            np.log(u, out=u)
+            u /= self.batch.log_alpha[:n]
+            acc: np.ndarray = np.minimum(u, gam).astype(np.int64)
+            return acc
+        gammas = np.full(n, gam, dtype=np.int64) if isinstance(gam, int) else gam
+        alpha = self.ledger.alpha[self.batch.state[RID, :n]]
+        return sample_accepted(
+            self.rng, alpha, gammas, self.cfg.acceptance_model, self.cfg.positional_decay
+        )
+
+    def _prefilled(self, start: int, chunks: list[int], end: float) -> None:
+        """Advance the prefilling requests; a finished prefill emits the first token."""
+        state, first = self.batch.state, self.ledger.first_token_s
+        lagging = not self._draft_prefilled
+        ready = 0
+        for i, take in enumerate(chunks, start):
+            state[CTX, i] += take
+            state[TODO, i] -= take
+            if lagging:
+                state[LAG, i] += take
+            if state[TODO, i] == 0:
+                ready += 1
+                rid = int(state[RID, i])
+                if first[rid] != first[rid]:  # NaN: the request's first token ever
+                    first[rid] = end
+                state[LEFT, i] -= 1
+                state[CTX, i] += 1
+        # Only the last chunk can be partial (it took the rest of the budget), so the
+        # finished prefills extend the decoding prefix.
+        self.batch.n_decode = start + ready
+
+    def _finish(self, done: np.ndarray, end: float) -> None:
+        """Retire the running requests where ``done``: history back to the ledger."""
+        b, led = self.batch, self.ledger
+        cols = b.state[:, : b.n][:, done]
+        rid = cols[RID]
+        led.finish_s[rid] = end
+        led.generated[rid] = led.output[rid] - cols[LEFT]
+        led.drafted[rid] = cols[DRAFTED]
+        led.accepted[rid] = cols[ACCEPTED]
+        led.finished += int(rid.size)
+        self.pool.release(int(cols[BLOCKS].sum()))
+        b.keep(~done)
+
+    def _gammas(self, decision: Decision, n: int) -> int | np.ndarray:
+        """The decoding requests' lengths: one int while they all share it."""
+        no_spec = self.ledger.no_spec
         if isinstance(decision, int):
-            return np.full(n, decision, dtype=np.int64)
-        # The batch may have shrunk since the decision (preemption for a reload);
-        # the preempted requests are the tail.
-        return np.array(decision[:n], dtype=np.int64)  # a copy: opt-outs edit it
+            if no_spec is None:
+                return decision
+            gammas = np.full(n, decision, dtype=np.int64)
+        else:
+            # The batch may have shrunk since the decision (preemption for a reload);
+            # the preempted requests are the tail.
+            gammas = np.array(decision[:n], dtype=np.int64)  # a copy: opt-outs edit it
+        if no_spec is not None:
+            # Opted-out requests decode without speculation (vLLM: no spec tokens).
+            gammas[no_spec[self.batch.state[RID, :n]]] = 0
+        return gammas
 
     def _forget_draft_kv(self) -> None:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""
-        self.batch.lag[:] = self.batch.ctx
+        state, n = self.batch.state, self.batch.n
+        state[LAG, :n] = state[CTX, :n]
 
-    def _grow_kv(self, gammas: np.ndarray) -> tuple[bool, bool]:
-        """Reserve blocks for ``ctx + gamma + 1`` tokens of each decoding request;
+    def _grow_kv(self, gam: int | np.ndarray, n: int) -> tuple[int | np.ndarray, int, bool]:
+        """Reserve blocks for ``ctx + gamma + 1`` tokens of the ``n`` decoding requests;
         preempt the newest (prefilling requests first) if short.
 
-        Returns (preempted, lookahead cut): the cut overrides the policy's gamma, so
-        the step is reported ``clamped`` and learning policies skip it.
+        Returns the lengths (the lookahead cut may shorten one), the decoding requests
+        left, and whether the lookahead was cut: the cut overrides the policy's
+        gamma, so the step is reported ``clamped`` and learning policies skip it.
         """
-        b, pool = self.batch, self.pool
-        preempted = cut = False
-        while len(b):
-            n = min(gammas.size, len(b))
-            need = _blocks_for(b.ctx[:n] + gammas[:n] + 1, self.block_size) - b.blocks[:n]
-            np.maximum(need, 0, out=need)
-            total = int(need.sum())
-            if total <= pool.free:
-                pool.allocate(total)
-                b.blocks[:n] += need
-                return preempted, cut
-            if len(b) == 1 and gammas.size and gammas[0] > 0:
+        b, pool, bs, state = self.batch, self.pool, self.block_size, self.batch.state
+        if not b.n:
+            return gam, 0, False
+        # Blocks each request needs beyond what it holds: ceil((ctx + gamma + 1) / bs).
+        if isinstance(gam, int):
+            need = state[CTX, :n] + (gam + bs)
+        else:
+            need = state[CTX, :n] + gam
+            need += bs
+        need //= bs
+        need -= state[BLOCKS, :n]
+        np.maximum(need, 0, out=need)
+        total = int(np.add.reduce(need))
+        speculating = n > 0 and (gam if isinstance(gam, int) else int(gam[0])) > 0
+        cut = False
+        # Preempting the newest frees its blocks and, if it decodes, its need.
+        while total > pool.free:
+            if b.n == 1 and speculating:
                 # Only the lookahead does not fit: the oldest request speculates as far
                 # as the pool lets it instead of preempting itself forever.
-                room = (pool.free + int(b.blocks[0])) * self.block_size - int(b.ctx[0]) - 1
-                gammas[0] = max(0, min(int(gammas[0]), room))
+                c0, held = int(state[CTX, 0]), int(state[BLOCKS, 0])
+                g0 = gam if isinstance(gam, int) else int(gam[0])
+                room = (pool.free + held) * bs - c0 - 1
+                g0 = max(0, min(g0, room))
+                if isinstance(gam, int):
+                    gam = g0
+                else:
+                    gam[0] = g0
+                need[0] = max((c0 + g0 + bs) // bs - held, 0)
+                total = int(need[0])
+                speculating = g0 > 0
                 cut = True
                 continue
             self._preempt_last()
-            preempted = True
-        return preempted, cut
+            if b.n < n:
+                n = b.n
+                total -= int(need[n])
+            if not b.n:
+                return (gam if isinstance(gam, int) else gam[:0]), 0, cut
+        pool.allocate(total)
+        state[BLOCKS, :n] += need[:n]
+        return (gam if isinstance(gam, int) else gam[:n]), n, cut
 
     def _preempt_last(self) -> bool:
         """Preempt the newest running request by recompute; False if none runs."""
         b = self.batch
-        if not len(b):
+        if not b.n:
             return False
-        rid = int(b.rid[-1])
-        self.pool.release(int(b.blocks[-1]))
-        self.ledger.preemptions[rid] += 1
+        col = b.pop().tolist()
+        rid = col[RID]
+        self.pool.release(col[BLOCKS])
+        led = self.ledger
+        led.preemptions[rid] += 1
+        generated = self._output[rid] - col[LEFT]
+        led.generated[rid] = generated
+        led.drafted[rid] = col[DRAFTED]
+        led.accepted[rid] = col[ACCEPTED]
         self.waiting.appendleft(rid)
-        self._waiting_tokens += int(self.ledger.prompt[rid] + self.ledger.generated[rid])
+        tokens = self._prompt[rid] + generated
+        self._pending[rid] = tokens
+        self._waiting_tokens += tokens
         self._waiting_preempted += 1
-        b.truncate(len(b) - 1)
         return True
 
-    def _continue_prefill(self, n: int, budget: int) -> np.ndarray:
+    def _continue_prefill(self, n: int, budget: int) -> list[int]:
         """V1: the next chunk of each running request still in prefill (after the
         ``n`` decoding ones), in order, while the budget and free blocks last."""
-        b, pool, bs = self.batch, self.pool, self.block_size
+        b, pool, bs, state = self.batch, self.pool, self.block_size, self.batch.state
+        slots = self.draft_slots
         chunks: list[int] = []
-        for i in range(n, len(b)):
-            take = min(int(b.todo[i]), budget - self.draft_slots)
+        for i in range(n, b.n):
+            take = min(int(state[TODO, i]), budget - slots)
             if take <= 0:
                 break
-            need = max(int(_blocks_for(b.ctx[i] + take + 1, bs)) - int(b.blocks[i]), 0)
+            held = int(state[BLOCKS, i])
+            need = max((int(state[CTX, i]) + take + bs) // bs - held, 0)
             if need > pool.free:
                 break
             pool.allocate(need)
-            b.blocks[i] += need
+            state[BLOCKS, i] = held + need
             chunks.append(take)
-            budget -= take + self.draft_slots
-        return np.asarray(chunks, dtype=np.int64)
+            budget -= take + slots
+        return chunks
 
     def _admit(self, budget: int, *, whole: bool = False, extra: int = 0) -> np.ndarray:
         """Admit waiting requests FCFS; returns the prompt tokens each prefills now.
@@ -482,26 +567,30 @@ class Engine:
         """
         led, pool, bs = self.ledger, self.pool, self.block_size
         room = Room(
-            tokens=budget, blocks=pool.free, seats=self.cfg.max_num_seqs - len(self.batch),
+            tokens=budget, blocks=pool.free, seats=self.cfg.max_num_seqs - self.batch.n,
             block_size=bs, slot_tokens=extra,
         )
-        pending = (int(led.prompt[r] + led.generated[r]) for r in self.waiting)
-        chunks = admit(pending, room, whole=whole)
+        chunks = admit(map(self._pending.__getitem__, self.waiting), room, whole=whole)
         if not chunks:
-            return np.zeros(0, dtype=np.int64)
-        rids: list[int] = []
-        tokens: list[int] = []
-        for _ in chunks:
-            rid = self.waiting.popleft()
-            t = int(led.prompt[rid] + led.generated[rid])
-            self._waiting_tokens -= t
-            self._waiting_preempted -= int(led.preemptions[rid] > 0)
-            rids.append(rid)
-            tokens.append(t)
-        chunk = np.asarray(chunks, dtype=np.int64)
-        blocks = _blocks_for(chunk + 1, bs)
-        pool.allocate(int(blocks.sum()))
-        zeros = np.zeros(len(rids), dtype=np.int64)
-        todo = np.asarray(tokens, dtype=np.int64)
-        self.batch.append(np.asarray(rids, dtype=np.int64), zeros, blocks, zeros.copy(), todo)
-        return chunk
+            return _NONE
+        k = len(chunks)
+        rids = [self.waiting.popleft() for _ in range(k)]
+        tokens = [self._pending[r] for r in rids]
+        self._waiting_tokens -= sum(tokens)
+        self._waiting_preempted -= int(np.count_nonzero(led.preemptions[rids]))
+        blocks = [(c + bs) // bs for c in chunks]  # ceil((chunk + 1) / bs)
+        pool.allocate(sum(blocks))
+        prompt = self._prompt
+        left = [o - (t - prompt[r]) for o, t, r in
+                zip(map(self._output.__getitem__, rids), tokens, rids, strict=True)]
+        zeros = [0] * k
+        columns = np.array([
+            rids, zeros, blocks, zeros, tokens, left,
+            led.drafted[rids].tolist(), led.accepted[rids].tolist(),
+        ], dtype=np.int64)
+        self.batch.append(columns, self._log_alpha[rids])
+        return np.array(chunks, dtype=np.int64)
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
