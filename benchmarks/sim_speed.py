@@ -26,7 +26,8 @@ Every measurement is a fresh process running this file's ``--child`` (the same
 timing code for every side: the child finds the trace, profile and simulator
 modules under the names the installed version uses). For each case the sides run
 alternately (current, ref1, ref2, current, ...) ``--repeats`` times, and the table
-gives medians: ``wall s`` the simulation alone, ``proc s`` the whole process
+gives medians: ``wall s`` the simulation alone (``cpu s`` its CPU time, steadier
+on a busy machine), ``proc s`` the whole process
 (interpreter start, imports, trace generation), steps, microseconds per step,
 simulated seconds per wall second and peak RSS; then each reference's wall time
 over the current tree's (> 1: the current tree is faster). The machine's load
@@ -93,17 +94,18 @@ def child(case: str, hot_loop: bool) -> None:
     trace = _trace(name, duration)
     profile = load_profile(default)
     prof = cProfile.Profile() if hot_loop else None
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if prof:
         prof.enable()
     result = sim.simulate(trace, profile, policy, sim.SimConfig(seed=0))
     if prof:
         prof.disable()
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({
         "case": case, "requests": len(trace), "steps": len(result.steps),
-        "simulated_s": result.duration_s, "wall_s": wall,
+        "simulated_s": result.duration_s, "wall_s": wall, "cpu_s": cpu,
         "speedup": result.duration_s / wall, "peak_mb": peak_mb,
         "us_per_step": 1e6 * wall / max(len(result.steps), 1),
     }))
@@ -166,10 +168,11 @@ def reference_python(rev: str, cache: Path) -> str:
 
 
 def _row(label: str, runs: list[dict[str, Any]]) -> str:
-    med = {k: statistics.median(r[k] for r in runs)
-           for k in ("wall_s", "proc_s", "steps", "us_per_step", "speedup", "peak_mb")}
-    return (f"{label:<22} {med['wall_s']:>8.2f} {med['proc_s']:>8.2f} {med['steps']:>9.0f} "
-            f"{med['us_per_step']:>8.1f} {med['speedup']:>8.0f} {med['peak_mb']:>8.0f}")
+    keys = ("wall_s", "cpu_s", "proc_s", "steps", "us_per_step", "speedup", "peak_mb")
+    med = {k: statistics.median(r.get(k, float("nan")) for r in runs) for k in keys}
+    return (f"{label:<22} {med['wall_s']:>8.2f} {med['cpu_s']:>8.2f} {med['proc_s']:>8.2f} "
+            f"{med['steps']:>9.0f} {med['us_per_step']:>8.1f} {med['speedup']:>8.0f} "
+            f"{med['peak_mb']:>8.0f}")
 
 
 def compare(sides: list[tuple[str, str]], cases: list[str], repeats: int) -> None:
@@ -181,7 +184,7 @@ def compare(sides: list[tuple[str, str]], cases: list[str], repeats: int) -> Non
             for label, python in sides:  # alternating: A B A B ...
                 runs[label].append(run_child(python, case))
         print(f"\n{case}: median of {repeats} alternating runs")
-        print(f"{'':<22} {'wall s':>8} {'proc s':>8} {'steps':>9} {'us/step':>8} "
+        print(f"{'':<22} {'wall s':>8} {'cpu s':>8} {'proc s':>8} {'steps':>9} {'us/step':>8} "
               f"{'x real':>8} {'peak MB':>8}")
         for label, _ in sides:
             print(_row(label, runs[label]))
@@ -190,8 +193,12 @@ def compare(sides: list[tuple[str, str]], cases: list[str], repeats: int) -> Non
             ratios = [r["wall_s"] / c["wall_s"] for r, c in zip(runs[label], cur, strict=True)]
             per_step = statistics.median(r["us_per_step"] for r in runs[label]) / statistics.median(
                 c["us_per_step"] for c in cur)
+            cpu = [r["cpu_s"] / c["cpu_s"] for r, c in zip(runs[label], cur, strict=True)
+                   if "cpu_s" in r]
+            cpu_text = f", CPU {statistics.median(cpu):.2f}x" if cpu else ""
             print(f"{label} / current: wall {statistics.median(ratios):.2f}x "
-                  f"(pairs {min(ratios):.2f}-{max(ratios):.2f}), per step {per_step:.2f}x")
+                  f"(pairs {min(ratios):.2f}-{max(ratios):.2f}), per step {per_step:.2f}x"
+                  f"{cpu_text}")
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

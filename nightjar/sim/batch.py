@@ -92,6 +92,16 @@ class RunningBatch:
         self.log_alpha[:kept] = self.log_alpha[:n][mask]
         self.n = kept
 
+    def remove(self, i: int) -> None:
+        """Drop request ``i``, keeping the order (the tail moves up one)."""
+        n = self.n
+        if i < n - 1:  # overlapping slices: numpy copies through a buffer
+            self.state[:, i : n - 1] = self.state[:, i + 1 : n]
+            self.log_alpha[i : n - 1] = self.log_alpha[i + 1 : n]
+        self.n = n - 1
+        if i < self.n_decode:
+            self.n_decode -= 1
+
     def pop(self) -> np.ndarray:
         """Remove the newest request; returns its column (a copy)."""
         self.n -= 1

@@ -36,7 +36,7 @@ from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft
-from nightjar.sim.price import StepShape, price_step
+from nightjar.sim.price import StepPricer
 
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
@@ -115,6 +115,7 @@ class Engine:
         self._sync = config.draft_kv_mode is DraftKVMode.SYNC
         self._window_start = 0  # first arrival inside the arrival-rate window
         self._moved = False  # the last step emitted or prefilled a token
+        self._pricer = StepPricer(profile)  # price_step, its prefill curves memoised
         self._limits = Limits(
             max_num_batched_tokens=config.max_num_batched_tokens,
             max_num_seqs=config.max_num_seqs,
@@ -327,15 +328,13 @@ class Engine:
             else:
                 lag = int(state[LAG, :n][gam > 0].sum())
         resident = self.draft.resident
-        price = price_step(self.profile, StepShape(
-            n_decode=n, g_max=g_max, drafted=drafted, mean_ctx=mean_ctx,
-            prefill_tokens=prefill, draft_loaded=resident, sync=self._sync, lag_tokens=lag,
-        ))
-        if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
+        total_s, _, _, switch_s, self._draft_prefilled, off_grid = self._pricer.price(
+            n, g_max, drafted, mean_ctx, prefill, resident, self._sync, lag
+        )
+        if off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
-        self._draft_prefilled = price.draft_prefilled
-        step_s = float(price.total_s + self.draft.take_step_overhead_s())
-        switch_s = float(price.switch_s)
+        step_s = float(total_s + self.draft.take_step_overhead_s())
+        switch_s = float(switch_s)
         end = now + step_s
         # -- the sampled outcome, applied at the step's end
         accepted = emitted = 0
@@ -431,6 +430,10 @@ class Engine:
     def _finish(self, done: np.ndarray, end: float) -> None:
         """Retire the running requests where ``done``: history back to the ledger."""
         b, led = self.batch, self.ledger
+        where = np.flatnonzero(done)
+        if where.size == 1:  # the common case: one request, scalar writes
+            self._finish_one(int(where[0]), end)
+            return
         cols = b.state[:, : b.n][:, done]
         rid = cols[RID]
         led.finish_s[rid] = end
@@ -440,6 +443,18 @@ class Engine:
         led.finished += int(rid.size)
         self.pool.release(int(cols[BLOCKS].sum()))
         b.keep(~done)
+
+    def _finish_one(self, i: int, end: float) -> None:
+        b, led = self.batch, self.ledger
+        col = b.state[:, i].tolist()
+        rid = col[RID]
+        led.finish_s[rid] = end
+        led.generated[rid] = self._output[rid] - col[LEFT]
+        led.drafted[rid] = col[DRAFTED]
+        led.accepted[rid] = col[ACCEPTED]
+        led.finished += 1
+        self.pool.release(col[BLOCKS])
+        b.remove(i)
 
     def _gammas(self, decision: Decision, n: int) -> int | np.ndarray:
         """The decoding requests' lengths: one int while they all share it."""

@@ -49,32 +49,80 @@ class StepPrice:
 
 
 def price_step(profile: Profile, shape: StepShape) -> StepPrice:
-    n, p = shape.n_decode, shape.prefill_tokens
-    chunk = profile.max_prefill_tokens
-    decode_s = switch_s = prefill_s = 0.0
-    off_grid = False
-    if n:
-        ctx = shape.mean_ctx
-        off_grid = profile.off_grid(n, ctx)
-        decode_s = decode_time_s(profile, n, shape.g_max, shape.drafted / n, ctx)
-        if shape.g_max > 0:
-            if shape.lag_tokens:
-                switch_s = chunked_prefill_s(profile.draft_prefill_time_s, shape.lag_tokens, chunk)
-        elif shape.draft_loaded and shape.sync:
-            decode_s += profile.draft_forward_s(n, ctx)
-    draft_prefilled = False
-    if p:
-        base = n + shape.drafted
-        if n and profile.has_mixed:
-            off_grid = off_grid or profile.mixed_off_grid(base)
-            prefill_s = profile.mixed_added_s(base, p)
-        else:
-            prefill_s = added_s(profile.prefill_time_s, base, p, chunk)
-        if shape.draft_loaded and (shape.g_max > 0 or shape.sync):
-            prefill_s += added_s(profile.draft_prefill_time_s, base, p, chunk)
-            draft_prefilled = True
-    total = decode_s + prefill_s + switch_s
-    return StepPrice(total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid)
+    return StepPrice(*StepPricer(profile).price(
+        shape.n_decode, shape.g_max, shape.drafted, shape.mean_ctx, shape.prefill_tokens,
+        shape.draft_loaded, shape.sync, shape.lag_tokens,
+    ))
+
+
+class StepPricer:
+    """:func:`price_step` for one profile, for an engine that prices every step.
+
+    The prefill curves are pure functions of a token count, so their chunked values
+    are memoised (a simulation asks for the same few thousand counts again and
+    again); the rest is the same arithmetic in the same order, so a price is
+    identical to the bare function's, bit for bit. :meth:`price` returns the fields
+    of :class:`StepPrice` as a tuple.
+    """
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._chunk = profile.max_prefill_tokens
+        self._has_mixed = profile.has_mixed
+        self._b_lo, self._b_hi = profile.min_batch_size, profile.max_batch_size
+        self._c_lo, self._c_hi = profile.min_context_len, profile.max_context_len
+        self._target: dict[int, float] = {}
+        self._draft: dict[int, float] = {}
+
+    def _curve(self, memo: dict[int, float], time_s: Callable[[int], float], tokens: int) -> float:
+        hit = memo.get(tokens)
+        if hit is None:
+            hit = memo[tokens] = chunked_prefill_s(time_s, tokens, self._chunk)
+        return hit
+
+    def _added(self, memo: dict[int, float], time_s: Callable[[int], float], base: int,
+               tokens: int) -> float:
+        # added_s, on the memoised curve.
+        if base <= 0:
+            return self._curve(memo, time_s, tokens)
+        added = self._curve(memo, time_s, base + tokens) - self._curve(memo, time_s, base)
+        return max(added, 0.0)
+
+    def price(
+        self, n: int, g_max: int, drafted: int, mean_ctx: float, p: int,
+        draft_loaded: bool, sync: bool, lag_tokens: int = 0,
+    ) -> tuple[float, float, float, float, bool, bool]:
+        """(total_s, decode_s, prefill_s, switch_s, draft_prefilled, off_grid)."""
+        profile = self.profile
+        decode_s = switch_s = prefill_s = 0.0
+        off_grid = False
+        if n:
+            ctx = mean_ctx
+            # profile.off_grid(n, ctx), inlined: a NaN context is off the grid too.
+            off_grid = not (self._b_lo <= n <= self._b_hi and self._c_lo <= ctx <= self._c_hi)
+            g_mean = drafted / n
+            if g_mean >= g_max:  # decode_time_s's uniform case: the table's step time
+                decode_s = profile.step_time_s(n, g_max, ctx)
+            else:
+                decode_s = decode_time_s(profile, n, g_max, g_mean, ctx)
+            if g_max > 0:
+                if lag_tokens:
+                    switch_s = self._curve(self._draft, profile.draft_prefill_time_s, lag_tokens)
+            elif draft_loaded and sync:
+                decode_s += profile.draft_forward_s(n, ctx)
+        draft_prefilled = False
+        if p:
+            base = n + drafted
+            if n and self._has_mixed:
+                off_grid = off_grid or profile.mixed_off_grid(base)
+                prefill_s = profile.mixed_added_s(base, p)
+            else:
+                prefill_s = self._added(self._target, profile.prefill_time_s, base, p)
+            if draft_loaded and (g_max > 0 or sync):
+                prefill_s += self._added(self._draft, profile.draft_prefill_time_s, base, p)
+                draft_prefilled = True
+        total = decode_s + prefill_s + switch_s
+        return total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid
 
 
 def decode_time_s(profile: Profile, n: int, g_max: int, g_mean: float, mean_ctx: float) -> float:
