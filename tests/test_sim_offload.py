@@ -10,7 +10,7 @@ from nightjar.core.records import RunResult
 from nightjar.profile.model import Profile, load_profile
 from nightjar.results.stats import mean_interval
 from nightjar.sim import ReloadMode, SimConfig, simulate
-from nightjar.sim.batch import LEFT
+from nightjar.sim.batch import NEG_LEFT
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
 from nightjar.trace.model import Trace, load_trace
@@ -115,8 +115,8 @@ def test_no_request_is_lost_or_duplicated_across_cycles(
         nonlocal before_first
         b = self.batch
         if len(b):  # the newest request's generated tokens: the batch keeps them live
-            left = int(b.state[LEFT, len(b) - 1])
-            before_first += int(self.ledger.output[int(b.rid[-1])] - left == 0)
+            neg_left = int(b.state[NEG_LEFT, len(b) - 1])  # generated - output
+            before_first += int(self.ledger.output[int(b.rid[-1])] + neg_left == 0)
         return bool(preempt(self))
 
     monkeypatch.setattr(Engine, "_preempt_last", counting)

@@ -6,8 +6,8 @@ running request, so one fancy index moves a whole request when the batch is
 compacted, and every per-step update is an in-place operation on a row's prefix
 (``state[CTX, :n]``): no array is built or concatenated per step. Per-request history
 that outlives a stay in the batch lives in :class:`nightjar.sim.ledger.Ledger`,
-indexed by request id; the running copies of its counters (``LEFT``, ``DRAFTED``,
-``ACCEPTED``) are written back when a request leaves the batch (it finishes or is
+indexed by request id; the running copies of its counters (``NEG_LEFT``,
+``DRAFTED``, ``ACCEPTED``) are written back when a request leaves the batch (it finishes or is
 preempted).
 
 Invariant: the ``n_decode`` requests that finished their prefill are a prefix of
@@ -23,10 +23,12 @@ import numpy as np
 # Rows of RunningBatch.state.
 RID = 0  # request id (index into the trace)
 CTX = 1  # tokens in the target's KV cache
-BLOCKS = 2  # KV blocks allocated
-LAG = 3  # tokens the draft's KV cache is behind by
-TODO = 4  # prompt tokens still to prefill (chunked prefill); 0 once decoding
-LEFT = 5  # output tokens still to generate (output - generated)
+# generated - output: minus the output tokens still to generate (<= 0 while running).
+# Next to CTX because a decode step adds the same emitted tokens to both rows.
+NEG_LEFT = 2
+BLOCKS = 3  # KV blocks allocated
+LAG = 4  # tokens the draft's KV cache is behind by
+TODO = 5  # prompt tokens still to prefill (chunked prefill); 0 once decoding
 DRAFTED = 6  # draft tokens proposed over the request's life (ledger copy)
 ACCEPTED = 7  # of which accepted (ledger copy)
 FIELDS = 8

@@ -30,7 +30,17 @@ from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import spec_needs_draft
 from nightjar.profile.model import Profile
 from nightjar.sim.acceptance import MAX_ALPHA, MIN_ALPHA, sample_accepted
-from nightjar.sim.batch import ACCEPTED, BLOCKS, CTX, DRAFTED, LAG, LEFT, RID, TODO, RunningBatch
+from nightjar.sim.batch import (
+    ACCEPTED,
+    BLOCKS,
+    CTX,
+    DRAFTED,
+    LAG,
+    NEG_LEFT,
+    RID,
+    TODO,
+    RunningBatch,
+)
 from nightjar.sim.config import AcceptanceModel, DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
@@ -116,6 +126,14 @@ class Engine:
         self._window_start = 0  # first arrival inside the arrival-rate window
         self._moved = False  # the last step emitted or prefilled a token
         self._pricer = StepPricer(profile)  # price_step, its prefill curves memoised
+        # Kept as the batch changes rather than recomputed each step: the sum of the
+        # decoding requests' contexts (their mean for the policy and the price), whether
+        # every running request's draft lag is 0 (so a speculative step has no catch-up
+        # to count or clear), and the largest gamma any block reservation was made
+        # for (at or above it, no request holds more blocks than it needs).
+        self._ctx_sum = 0
+        self._lag_zero = True
+        self._reserved_g = 0
         self._limits = Limits(
             max_num_batched_tokens=config.max_num_batched_tokens,
             max_num_seqs=config.max_num_seqs,
@@ -223,11 +241,6 @@ class Engine:
         self._window_start = since
         return (upto - since) / ARRIVAL_WINDOW_S
 
-    def _context_stats(self, n: int) -> tuple[int, float]:
-        """Sum and largest of the first ``n`` requests' contexts (``n`` >= 1)."""
-        view = self.batch.state[CTX, :n]
-        return int(np.add.reduce(view)), float(np.maximum.reduce(view))
-
     def _step(self, now: float) -> float:
         """Schedule, price, apply and record one step; returns its duration."""
         if not self._v1 and self.waiting:
@@ -236,18 +249,18 @@ class Engine:
                 return step_s
         b = self.batch
         n = b.n_decode
-        # The mean context of the decoding requests (an integer sum over n: exactly
-        # numpy's mean) and the largest, once: the plan reuses them if no decoding
-        # request is preempted before it runs.
-        total, top = self._context_stats(n) if n else (0, 0.0)
-        seen = n
-        ctx = self._context(now, n, self._step_batch(n), total / n if n else 0.0, top)
+        # The mean context of the decoding requests, from the integer sum (exactly
+        # numpy's mean of the int column), and the largest.
+        top = float(np.maximum.reduce(b.state[CTX, :n])) if n else 0.0
+        ctx = self._context(
+            now, n, self._step_batch(n), self._ctx_sum / n if n else 0.0, top
+        )
         step = self.driver.plan(ctx)
         before = b.n
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
         n = min(n, b.n)
         gam = self._gammas(step.decision, n)
-        gam, n, cut = self._grow_kv(gam, n)
+        gam, n, g_max, cut = self._grow_kv(gam, n)
         preempted = b.n < before
         drafted = gam * n if isinstance(gam, int) else int(gam.sum())
         chunks: list[int] = []
@@ -261,12 +274,9 @@ class Engine:
             if not preempted and len(chunks) == b.n - n and self.waiting:
                 left = budget - sum(chunks) - slots * len(chunks)
                 chunks += self._admit(left, extra=slots).tolist()
-        if n != seen and n:
-            total = self._context_stats(n)[0]
-        g_max = (gam if isinstance(gam, int) else int(gam.max())) if n else 0
         return self._run(
             now, n, gam, g_max, drafted, step.clamped or cut, chunks, n,
-            total / n if n else 0.0,
+            self._ctx_sum / n if n else 0.0,
         )
 
     def _step_batch(self, n: int) -> int:
@@ -322,7 +332,7 @@ class Engine:
         prefill = sum(chunks)
         # -- latency: the step's duration and the part that was the draft's catch-up
         lag = 0
-        if g_max > 0:
+        if g_max > 0 and not self._lag_zero:
             if isinstance(gam, int):  # every decoding request speculates
                 lag = int(np.add.reduce(state[LAG, :n]))
             else:
@@ -341,26 +351,18 @@ class Engine:
         ids = per_acc = per_drafted = None
         if n:
             acc = self._accept(n, gam)
+            # Each decoding request emits its accepted drafts plus one, capped at what
+            # it has left: the cap is applied by _finish, to the requests that finish
+            # now (only their last step can overshoot), so CTX and NEG_LEFT move
+            # together here in one operation.
             out = acc + 1
-            left = state[LEFT, :n]
-            np.minimum(out, left, out=out)
-            left -= out
-            state[CTX, :n] += out
+            state[CTX : NEG_LEFT + 1, :n] += out
             state[DRAFTED, :n] += gam
             state[ACCEPTED, :n] += acc
-            keep_sync = resident and self._sync
-            if isinstance(gam, int):
-                if gam > 0:
-                    state[LAG, :n] = 0
-                elif not keep_sync:
-                    state[LAG, :n] += out
-            else:
-                lags = state[LAG, :n]
-                lags[gam > 0] = 0
-                if not keep_sync:
-                    zero = gam == 0
-                    lags[zero] += out[zero]
-            accepted, emitted = int(np.add.reduce(acc)), int(np.add.reduce(out))
+            accepted = int(np.add.reduce(acc))
+            emitted = accepted + n
+            self._ctx_sum += emitted
+            self._update_lag(n, gam, out, resident and self._sync)
             if self.wants_requests:
                 ids = state[RID, :n].tolist()
                 per_acc = acc.tolist()
@@ -368,8 +370,8 @@ class Engine:
         if chunks:
             self._prefilled(prefill_from, chunks, end)
         size = b.n
-        if size and np.minimum.reduce(state[LEFT, :size]) <= 0:
-            self._finish(state[LEFT, :size] <= 0, end)
+        if size and np.maximum.reduce(state[NEG_LEFT, :size]) >= 0:
+            emitted -= self._finish(state[NEG_LEFT, :size] >= 0, end, n)
         self.draft.after_step(self._preempt_last)
         # -- the record, and the report to the policy
         pool = self.pool
@@ -387,6 +389,30 @@ class Engine:
                 per_request_drafted=per_drafted,
             ))
         return step_s
+
+    def _update_lag(
+        self, n: int, gam: int | np.ndarray, out: np.ndarray, keep_sync: bool
+    ) -> None:
+        """The draft's lag after a decode: cleared where it speculated, grown by the
+        emitted tokens where it sat out (unless it is kept in sync)."""
+        state = self.batch.state
+        if isinstance(gam, int):
+            if gam > 0:
+                if not self._lag_zero:
+                    state[LAG, :n] = 0
+                    self._lag_zero = not state[LAG, : self.batch.n].any()
+            elif not keep_sync:
+                state[LAG, :n] += out
+                self._lag_zero = False
+            return
+        lags = state[LAG, :n]
+        if not self._lag_zero:
+            lags[gam > 0] = 0
+        if not keep_sync:
+            zero = gam == 0
+            if zero.any():
+                lags[zero] += out[zero]
+                self._lag_zero = False
 
     def _accept(self, n: int, gam: int | np.ndarray) -> np.ndarray:
         """Accepted drafts of the ``n`` decoding requests (``sample_accepted``'s draw).
@@ -410,6 +436,8 @@ class Engine:
         """Advance the prefilling requests; a finished prefill emits the first token."""
         state, first = self.batch.state, self.ledger.first_token_s
         lagging = not self._draft_prefilled
+        if lagging:
+            self._lag_zero = False
         ready = 0
         for i, take in enumerate(chunks, start):
             state[CTX, i] += take
@@ -421,40 +449,54 @@ class Engine:
                 rid = int(state[RID, i])
                 if first[rid] != first[rid]:  # NaN: the request's first token ever
                     first[rid] = end
-                state[LEFT, i] -= 1
+                state[NEG_LEFT, i] += 1
                 state[CTX, i] += 1
+                self._ctx_sum += int(state[CTX, i])  # it decodes from now on
         # Only the last chunk can be partial (it took the rest of the budget), so the
         # finished prefills extend the decoding prefix.
         self.batch.n_decode = start + ready
 
-    def _finish(self, done: np.ndarray, end: float) -> None:
-        """Retire the running requests where ``done``: history back to the ledger."""
+    def _finish(self, done: np.ndarray, end: float, n: int) -> int:
+        """Retire the running requests where ``done``: history back to the ledger.
+
+        The first ``n`` requests decoded this step without the cap at their output
+        length: a finished one's ``NEG_LEFT`` (>= 0) is how far it overshot. Returns
+        the overshoot summed, the tokens the step did not emit after all."""
         b, led = self.batch, self.ledger
         where = np.flatnonzero(done)
         if where.size == 1:  # the common case: one request, scalar writes
-            self._finish_one(int(where[0]), end)
-            return
-        cols = b.state[:, : b.n][:, done]
+            return self._finish_one(int(where[0]), end, n)
+        cols = b.state[:, : b.n][:, done]  # a copy, in batch order
         rid = cols[RID]
+        neg = cols[NEG_LEFT]
+        decoded = int(np.count_nonzero(done[:n]))  # the first columns decoded
+        over = int(neg[:decoded].sum())
+        neg[:decoded] = 0  # capped: they generated exactly their output
         led.finish_s[rid] = end
-        led.generated[rid] = led.output[rid] - cols[LEFT]
+        led.generated[rid] = led.output[rid] + neg
         led.drafted[rid] = cols[DRAFTED]
         led.accepted[rid] = cols[ACCEPTED]
         led.finished += int(rid.size)
+        self._ctx_sum -= int(cols[CTX, : int(np.count_nonzero(done[: b.n_decode]))].sum())
         self.pool.release(int(cols[BLOCKS].sum()))
         b.keep(~done)
+        return over
 
-    def _finish_one(self, i: int, end: float) -> None:
+    def _finish_one(self, i: int, end: float, n: int) -> int:
         b, led = self.batch, self.ledger
         col = b.state[:, i].tolist()
         rid = col[RID]
+        over = col[NEG_LEFT] if i < n else 0
         led.finish_s[rid] = end
-        led.generated[rid] = self._output[rid] - col[LEFT]
+        led.generated[rid] = self._output[rid] + col[NEG_LEFT] - over
         led.drafted[rid] = col[DRAFTED]
         led.accepted[rid] = col[ACCEPTED]
         led.finished += 1
+        if i < b.n_decode:
+            self._ctx_sum -= col[CTX]
         self.pool.release(col[BLOCKS])
         b.remove(i)
+        return over
 
     def _gammas(self, decision: Decision, n: int) -> int | np.ndarray:
         """The decoding requests' lengths: one int while they all share it."""
@@ -476,27 +518,41 @@ class Engine:
         """The draft is leaving: its KV cache is gone and must be rebuilt on return."""
         state, n = self.batch.state, self.batch.n
         state[LAG, :n] = state[CTX, :n]
+        self._lag_zero = not n
 
-    def _grow_kv(self, gam: int | np.ndarray, n: int) -> tuple[int | np.ndarray, int, bool]:
+    def _grow_kv(
+        self, gam: int | np.ndarray, n: int
+    ) -> tuple[int | np.ndarray, int, int, bool]:
         """Reserve blocks for ``ctx + gamma + 1`` tokens of the ``n`` decoding requests;
         preempt the newest (prefilling requests first) if short.
 
         Returns the lengths (the lookahead cut may shorten one), the decoding requests
-        left, and whether the lookahead was cut: the cut overrides the policy's
-        gamma, so the step is reported ``clamped`` and learning policies skip it.
+        left, the largest length among them, and whether the lookahead was cut: the
+        cut overrides the policy's gamma, so the step is reported ``clamped`` and
+        learning policies skip it.
         """
         b, pool, bs, state = self.batch, self.pool, self.block_size, self.batch.state
         if not b.n:
-            return gam, 0, False
+            return gam, 0, 0, False
         # Blocks each request needs beyond what it holds: ceil((ctx + gamma + 1) / bs).
+        # A request holds more only if it reserved for a longer gamma before (its
+        # context never shrinks), so at or above every earlier length none is negative.
         if isinstance(gam, int):
             need = state[CTX, :n] + (gam + bs)
+            need //= bs
+            need -= state[BLOCKS, :n]
+            if gam < self._reserved_g:
+                np.maximum(need, 0, out=need)
+            elif n:
+                self._reserved_g = gam
         else:
             need = state[CTX, :n] + gam
             need += bs
-        need //= bs
-        need -= state[BLOCKS, :n]
-        np.maximum(need, 0, out=need)
+            need //= bs
+            need -= state[BLOCKS, :n]
+            np.maximum(need, 0, out=need)
+            if n:
+                self._reserved_g = max(self._reserved_g, int(gam.max()))
         total = int(np.add.reduce(need))
         speculating = n > 0 and (gam if isinstance(gam, int) else int(gam[0])) > 0
         cut = False
@@ -523,22 +579,27 @@ class Engine:
                 n = b.n
                 total -= int(need[n])
             if not b.n:
-                return (gam if isinstance(gam, int) else gam[:0]), 0, cut
+                return (gam if isinstance(gam, int) else gam[:0]), 0, 0, cut
         pool.allocate(total)
         state[BLOCKS, :n] += need[:n]
-        return (gam if isinstance(gam, int) else gam[:n]), n, cut
+        if isinstance(gam, int):
+            return gam, n, gam if n else 0, cut
+        gam = gam[:n]
+        return gam, n, int(gam.max()) if n else 0, cut
 
     def _preempt_last(self) -> bool:
         """Preempt the newest running request by recompute; False if none runs."""
         b = self.batch
         if not b.n:
             return False
+        if b.n <= b.n_decode:  # a decoding request: its context leaves the sum
+            self._ctx_sum -= int(b.state[CTX, b.n - 1])
         col = b.pop().tolist()
         rid = col[RID]
         self.pool.release(col[BLOCKS])
         led = self.ledger
         led.preemptions[rid] += 1
-        generated = self._output[rid] - col[LEFT]
+        generated = self._output[rid] + col[NEG_LEFT]
         led.generated[rid] = generated
         led.drafted[rid] = col[DRAFTED]
         led.accepted[rid] = col[ACCEPTED]
@@ -596,11 +657,14 @@ class Engine:
         blocks = [(c + bs) // bs for c in chunks]  # ceil((chunk + 1) / bs)
         pool.allocate(sum(blocks))
         prompt = self._prompt
-        left = [o - (t - prompt[r]) for o, t, r in
-                zip(map(self._output.__getitem__, rids), tokens, rids, strict=True)]
+        # generated - output, generated being what the recompute prefills past the prompt
+        neg_left = [t - p - o for o, t, p in zip(
+            map(self._output.__getitem__, rids), tokens, map(prompt.__getitem__, rids),
+            strict=True,
+        )]
         zeros = [0] * k
         columns = np.array([
-            rids, zeros, blocks, zeros, tokens, left,
+            rids, zeros, neg_left, blocks, zeros, tokens,
             led.drafted[rids].tolist(), led.accepted[rids].tolist(),
         ], dtype=np.int64)
         self.batch.append(columns, self._log_alpha[rids])
