@@ -278,9 +278,9 @@ def test_an_admission_steps_policy_sees_running_plus_admitted(
         asked[ctx.now] = (ctx.batch_size, len(engine.batch), engine.batch.decoding())
         return decide(ctx)
 
-    def count(*args: object, **kwargs: object) -> np.ndarray:
+    def count(*args: object, **kwargs: object) -> list[int]:
         chunks = admit(*args, **kwargs)  # type: ignore[arg-type]
-        admitted[float(env.now)] = chunks.size
+        admitted[float(env.now)] = len(chunks)
         return chunks
 
     pol.decide = spy  # type: ignore[method-assign]

@@ -106,12 +106,13 @@ def step_batch(
             starved = True
             continue
         budget -= take + slots
-    if starved:
-        return running
+    seats = limits.max_num_seqs - running
+    if starved or seats <= 0 or free_blocks <= 0 or slots >= budget:
+        return running  # (no seat, block or token for a first prompt: admit() takes none)
     room = Room(
         tokens=budget,
         blocks=free_blocks,
-        seats=limits.max_num_seqs - running,
+        seats=seats,
         block_size=limits.block_size,
         slot_tokens=slots,
     )

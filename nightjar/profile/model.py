@@ -245,8 +245,31 @@ class Profile:
         )
 
     def step_time_s(self, batch_size: int, gamma: int, context_len: float) -> float:
-        """``decode_timing(...).step_s`` without building the tuple (policies call it a lot)."""
-        (s, _, _), i, w = self._lookup(batch_size, gamma, context_len)
+        """``decode_timing(...).step_s`` without building the tuple (policies and the
+        simulator call it every step): ``_lookup`` inlined, the same arithmetic."""
+        per_b = self._decode.get(gamma)
+        b, c = batch_size, context_len
+        if per_b is None or b < self.min_batch_size:
+            (s, _, _), i, w = self._lookup(batch_size, gamma, context_len)  # raises or clamps
+            return s[i] if w == 0.0 else s[i] + w * (s[i + 1] - s[i])
+        if b > self.max_batch_size:
+            b = self.max_batch_size
+        if not c >= self.min_context_len:  # also NaN
+            c = self.min_context_len
+        elif c > self.max_context_len:
+            c = self.max_context_len
+        row = per_b[b]
+        assert row is not None  # b is inside the table
+        s = row[0]
+        grid = self._ctx
+        if len(grid) == 1:
+            return s[0]
+        # _segment inlined
+        i = bisect_right(grid, c) - 1
+        last = len(grid) - 2
+        if i > last:
+            i = last
+        w = (c - grid[i]) / (grid[i + 1] - grid[i])
         return s[i] if w == 0.0 else s[i] + w * (s[i + 1] - s[i])
 
     def draft_forward_s(self, batch_size: int, context_len: float) -> float:

@@ -85,6 +85,15 @@ class RunningBatch:
         self.log_alpha[self.n : end] = log_alpha
         self.n = end
 
+    def append_one(self, column: tuple[int, ...], log_alpha: float) -> None:
+        """Add one prefilling request at the tail (``column``: its ``FIELDS`` values)."""
+        if self.n == self.state.shape[1]:
+            self.append(np.array(column, dtype=np.int64)[:, None], np.array([log_alpha]))
+            return
+        self.state[:, self.n] = column
+        self.log_alpha[self.n] = log_alpha
+        self.n += 1
+
     def keep(self, mask: np.ndarray) -> None:
         """Drop the requests where ``mask`` (over the running prefix) is false, in order."""
         n = self.n

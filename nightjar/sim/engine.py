@@ -273,7 +273,7 @@ class Engine:
             # the running queue before the waiting one).
             if not preempted and len(chunks) == b.n - n and self.waiting:
                 left = budget - sum(chunks) - slots * len(chunks)
-                chunks += self._admit(left, extra=slots).tolist()
+                chunks += self._admit(left, extra=slots)
         return self._run(
             now, n, gam, g_max, drafted, step.clamped or cut, chunks, n,
             self._ctx_sum / n if n else 0.0,
@@ -307,7 +307,7 @@ class Engine:
         b = self.batch
         n = b.n
         chunks = self._admit(self.cfg.max_num_batched_tokens, whole=True)
-        if not chunks.size:
+        if not chunks:
             return None
         # The step runs no decode: the policy is not asked, the controller still steps.
         ctx = self._context(now, 0)
@@ -315,9 +315,9 @@ class Engine:
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
         n = min(n, b.n)
         chunks = chunks[: b.n - n]  # a reload may have preempted admissions
-        if not chunks.size:
+        if not chunks:
             return None
-        return self._run(now, 0, 0, 0, 0, False, chunks.tolist(), n, 0.0)
+        return self._run(now, 0, 0, 0, 0, False, chunks, n, 0.0)
 
     def _run(
         self, now: float, n: int, gam: int | np.ndarray, g_max: int, drafted: int,
@@ -463,7 +463,7 @@ class Engine:
         length: a finished one's ``NEG_LEFT`` (>= 0) is how far it overshot. Returns
         the overshoot summed, the tokens the step did not emit after all."""
         b, led = self.batch, self.ledger
-        where = np.flatnonzero(done)
+        where = done.nonzero()[0]
         if where.size == 1:  # the common case: one request, scalar writes
             return self._finish_one(int(where[0]), end, n)
         cols = b.state[:, : b.n][:, done]  # a copy, in batch order
@@ -630,7 +630,7 @@ class Engine:
             budget -= take + slots
         return chunks
 
-    def _admit(self, budget: int, *, whole: bool = False, extra: int = 0) -> np.ndarray:
+    def _admit(self, budget: int, *, whole: bool = False, extra: int = 0) -> list[int]:
         """Admit waiting requests FCFS; returns the prompt tokens each prefills now.
 
         A recomputed request prefills its prompt plus what it had generated. V1
@@ -641,35 +641,31 @@ class Engine:
         admitted request also takes ``extra`` tokens of the budget (draft slots). The
         rule is ``nightjar.core.admission.admit``, shared with the live scheduler's count.
         """
-        led, pool, bs = self.ledger, self.pool, self.block_size
-        room = Room(
-            tokens=budget, blocks=pool.free, seats=self.cfg.max_num_seqs - self.batch.n,
-            block_size=bs, slot_tokens=extra,
-        )
+        b, pool, bs = self.batch, self.pool, self.block_size
+        seats, free = self.cfg.max_num_seqs - b.n, pool.free
+        if seats <= 0 or free <= 0 or extra >= budget:
+            return []  # what admit() would find at its first request, without asking
+        room = Room(tokens=budget, blocks=free, seats=seats, block_size=bs, slot_tokens=extra)
         chunks = admit(map(self._pending.__getitem__, self.waiting), room, whole=whole)
         if not chunks:
-            return _NONE
-        k = len(chunks)
-        rids = [self.waiting.popleft() for _ in range(k)]
-        tokens = [self._pending[r] for r in rids]
-        self._waiting_tokens -= sum(tokens)
-        self._waiting_preempted -= int(np.count_nonzero(led.preemptions[rids]))
-        blocks = [(c + bs) // bs for c in chunks]  # ceil((chunk + 1) / bs)
-        pool.allocate(sum(blocks))
-        prompt = self._prompt
-        # generated - output, generated being what the recompute prefills past the prompt
-        neg_left = [t - p - o for o, t, p in zip(
-            map(self._output.__getitem__, rids), tokens, map(prompt.__getitem__, rids),
-            strict=True,
-        )]
-        zeros = [0] * k
-        columns = np.array([
-            rids, zeros, neg_left, blocks, zeros, tokens,
-            led.drafted[rids].tolist(), led.accepted[rids].tolist(),
-        ], dtype=np.int64)
-        self.batch.append(columns, self._log_alpha[rids])
-        return np.array(chunks, dtype=np.int64)
-
-
-_NONE = np.zeros(0, dtype=np.int64)
-_NONE.flags.writeable = False
+            return chunks
+        led, prompt, output = self.ledger, self._prompt, self._output
+        popleft, log_alpha = self.waiting.popleft, self._log_alpha
+        taken = 0
+        for chunk in chunks:
+            rid = popleft()
+            tokens = self._pending[rid]
+            self._waiting_tokens -= tokens
+            if led.preemptions[rid]:
+                self._waiting_preempted -= 1
+            blocks = (chunk + bs) // bs  # ceil((chunk + 1) / bs)
+            taken += blocks
+            # NEG_LEFT = generated - output, generated being what the recompute
+            # prefills past the prompt; the ledger holds its drafted/accepted so far.
+            b.append_one(
+                (rid, 0, tokens - prompt[rid] - output[rid], blocks, 0, tokens,
+                 int(led.drafted[rid]), int(led.accepted[rid])),
+                log_alpha[rid],
+            )
+        pool.allocate(taken)
+        return chunks

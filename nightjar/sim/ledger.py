@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import starmap
+
 import numpy as np
 
 from nightjar.core.records import RequestRecord
@@ -28,11 +30,9 @@ class Ledger:
 
     def records(self) -> list[RequestRecord]:
         cols = zip(
+            range(self.arrival_s.shape[0]),
             self.arrival_s.tolist(), self.prompt.tolist(), self.output.tolist(),
             self.first_token_s.tolist(), self.finish_s.tolist(), self.preemptions.tolist(),
             self.drafted.tolist(), self.accepted.tolist(), self.alpha.tolist(), strict=True,
         )
-        return [
-            RequestRecord(i, a, p, o, ft, f, pr, d, ac, al)
-            for i, (a, p, o, ft, f, pr, d, ac, al) in enumerate(cols)
-        ]
+        return list(starmap(RequestRecord, cols))  # (no Python frame per record)
