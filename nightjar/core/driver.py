@@ -47,7 +47,7 @@ class PrefillLatency(Protocol):
     def draft_prefill_time_s(self, num_tokens: int) -> float: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # read-only by contract; not frozen, as StepContext (types.py)
 class StepPlan:
     """What the driver settled for one step.
 
@@ -136,10 +136,11 @@ class StepDriver:
         if forced is not Action.NONE:
             action = forced if ctrl.force(forced, ctx.now) else Action.NONE
         else:
-            gain = None if ctrl.draft_resident or not self._gain_on else self.spec_gain_s(ctx)
+            # (the flags first: with the hooks off, as in most runs, nothing else is read)
+            gain = None if not self._gain_on or ctrl.draft_resident else self.spec_gain_s(ctx)
             rent = (
                 self.capacity_gain(ctx)
-                if ctrl.draft_resident and self._capacity_on and ctx.batch_size
+                if self._capacity_on and ctx.batch_size and ctrl.draft_resident
                 else None
             )
             action = ctrl.step(ctx, chosen, gain, rent)

@@ -16,7 +16,12 @@ from typing import Protocol
 Decision = int | Sequence[int]
 
 
-@dataclass(frozen=True, slots=True)
+# StepContext and StepOutcome are read-only by contract (an engine builds a fresh one
+# per step; a policy never writes to one) but not ``frozen``: a frozen dataclass's
+# __init__ goes through object.__setattr__ per field, and building the two of them
+# was a tenth of a simulated step (measured: 32k and 24k instructions against 12k
+# and 9k for these).
+@dataclass(slots=True)
 class StepContext:
     """What the engine knows when it must choose gamma for the next step.
 
@@ -70,7 +75,7 @@ class StepContext:
         return -(-self.waiting_tokens // bs) if bs > 0 else 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepOutcome:
     """What happened in a step, reported back to the policy.
 
