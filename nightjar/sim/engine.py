@@ -53,6 +53,8 @@ from nightjar.sim.price import StepPricer
 IDLE_POLL_S = 0.01
 # Budget tokens vLLM V1 reserves per scheduled request for a draft model's slot.
 DRAFT_SLOTS = 1
+# Uniforms the geometric acceptance draw takes from the generator at a time.
+UNIFORM_BLOCK = 1 << 15
 
 
 class SimulationStalled(NightjarInputError):
@@ -121,6 +123,10 @@ class Engine:
         self._pending: list[int] = [0] * len(self._prompt)
         self._log_alpha = np.log(np.clip(ledger.alpha, MIN_ALPHA, MAX_ALPHA))
         self._geometric = config.acceptance_model is AcceptanceModel.GEOMETRIC
+        # GEOMETRIC: log(U) drawn ahead in blocks (_refill); the positional model draws
+        # from the generator itself, so each run uses the generator one way only.
+        self._log_u = np.zeros(0)
+        self._u_pos = 0
         self._v1 = config.engine is SchedulerMode.V1
         self._sync = config.draft_kv_mode is DraftKVMode.SYNC
         self._window_start = 0  # first arrival inside the arrival-rate window
@@ -148,6 +154,11 @@ class Engine:
         n = len(arrivals)
         env, ledger, batch = self.env, self.ledger, self.batch
         idle_since: float | None = None
+        # simpy.Environment keeps its clock in ``_now`` (simpy 4); without it, every
+        # step goes through the event queue.
+        fast = type(env) is simpy.Environment and isinstance(
+            getattr(env, "_now", None), float | int
+        )
         while ledger.finished < n:
             now = env.now
             i = self.next_arrival
@@ -166,7 +177,14 @@ class Engine:
             # admits or finds the engine idle, so only a step that started idle waits.
             if step_time > 0.0 or running or self._moved:
                 idle_since = None
-                yield env.timeout(step_time)
+                end = now + step_time
+                if fast and env.peek() > end:
+                    # Nothing else happens before the step ends (no transfer finishes,
+                    # no stop), so the clock moves as simpy's own timeout would move it
+                    # (same sum, same order of events) without a trip through its queue.
+                    env._now = end
+                else:
+                    yield env.timeout(step_time)
                 if self.on_step is not None:
                     self.on_step(env.now)
                 continue
@@ -421,9 +439,12 @@ class Engine:
         running request; truncating after the cap equals the floor before it (the
         ratio is >= 0, and an infinite one is capped first)."""
         if self._geometric:
-            u = self.rng.random(n)
-            np.log(u, out=u)
-            u /= self.batch.log_alpha[:n]
+            pos = self._u_pos
+            if pos + n > self._log_u.shape[0]:
+                self._refill(n)
+                pos = 0
+            self._u_pos = pos + n
+            u = self._log_u[pos : pos + n] / self.batch.log_alpha[:n]
             acc: np.ndarray = np.minimum(u, gam).astype(np.int64)
             return acc
         gammas = np.full(n, gam, dtype=np.int64) if isinstance(gam, int) else gam
@@ -431,6 +452,17 @@ class Engine:
         return sample_accepted(
             self.rng, alpha, gammas, self.cfg.acceptance_model, self.cfg.positional_decay
         )
+
+    def _refill(self, n: int) -> None:
+        """The next ``UNIFORM_BLOCK`` (at least ``n``) uniforms, logged, after what is left.
+
+        One draw of many doubles is the same stream as many draws of a few (each
+        double takes the generator's next 64 bits), and the log is elementwise, so the
+        acceptance draws are those of ``rng.random(n)`` step by step."""
+        rest = self._log_u[self._u_pos :]
+        fresh = np.log(self.rng.random(max(UNIFORM_BLOCK, n)))
+        self._log_u = np.concatenate((rest, fresh)) if rest.size else fresh
+        self._u_pos = 0
 
     def _prefilled(self, start: int, chunks: list[int], end: float) -> None:
         """Advance the prefilling requests; a finished prefill emits the first token."""
