@@ -42,7 +42,7 @@ SEEDS = 5
 def ten_minute_trace(folder: Path) -> Path:
     from nightjar.trace.schema import parse_trace_json
 
-    base = json.loads((REPO / "traces" / "alpaca-burst.json").read_text())
+    base = json.loads((REPO / "nightjar" / "traces" / "alpaca-burst.json").read_text())
     doc = {**base, "name": "alpaca-burst-x5", "segments": base["segments"] * 5,
            "description": "alpaca-burst.json's segments five times (600 s)"}
     parse_trace_json(doc, "alpaca-burst-x5", "alpaca-burst-x5")  # validate before timing

@@ -120,6 +120,7 @@ class EffectiveAcceptance:
         self._horizon = 1.0 / alpha
         self._evidence = evidence_batch
         self.taus = [expected_tokens(prior, g) for g in range(gamma_max + 1)]
+        self._settled = False  # every gamma has MIN_EVIDENCE of its own
 
     def _source(self, g: int) -> int:
         if self._ev[g] >= self.MIN_EVIDENCE:
@@ -143,8 +144,14 @@ class EffectiveAcceptance:
         a = self._inv.invert(self._m[gamma], gamma)
         if a is not None:
             self._a[gamma] = a
+        if self._settled:
+            # Every gamma is its own source now (evidence only grows): only this
+            # gamma's estimate changed, so only its tau can (same values as the loop).
+            self.taus[gamma] = expected_tokens(self._a[gamma], gamma)
+            return
         for g in range(1, len(self._a)):
             self.taus[g] = expected_tokens(self._a[self._source(g)], g)
+        self._settled = all(e >= self.MIN_EVIDENCE for e in self._ev[1:])
 
 
 class PrefillCost:
