@@ -296,3 +296,23 @@ def test_an_admission_steps_policy_sees_running_plus_admitted(
     assert sum(asked[t][2] < asked[t][0] for t, _ in mixed) >= 5
     if budget == 256:  # chunked prompts: partial prefills run and count as running
         assert any(asked[t][1] > asked[t][2] for t in asked)
+
+
+def test_engine_builds_contexts_and_outcomes_in_field_order() -> None:
+    # The engine builds StepContext and StepOutcome positionally (a step's cost):
+    # a reordered field must fail here, not shift values silently.
+    from dataclasses import fields
+
+    from nightjar.core.types import StepContext, StepOutcome
+
+    assert [f.name for f in fields(StepContext)] == [
+        "now", "batch_size", "num_waiting", "kv_free_blocks", "kv_total_blocks",
+        "draft_resident", "gamma_max", "mean_context_len", "request_ids",
+        "acceptance_estimates", "arrival_rate_rps", "true_acceptance", "max_context_len",
+        "num_preempted_waiting", "waiting_tokens", "kv_block_size",
+    ]
+    assert [f.name for f in fields(StepOutcome)] == [
+        "gamma", "batch_size", "step_time_s", "drafted", "accepted", "emitted",
+        "switch_cost_s", "clamped", "prefill_tokens", "request_ids",
+        "per_request_accepted", "per_request_drafted",
+    ]

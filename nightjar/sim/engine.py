@@ -228,23 +228,25 @@ class Engine:
             true_acc = self.ledger.alpha[rid].tolist()
             est = ((state[ACCEPTED, :n] + 1.0) / (state[DRAFTED, :n] + 2.0)).tolist()
         pool = self.pool
+        # Positional, in the field order (keywords cost a third of building it; a
+        # test checks the order: tests/test_sim_engine.py).
         return StepContext(
-            now=now,
-            batch_size=n if batch is None else batch,
-            num_waiting=len(self.waiting),
-            kv_free_blocks=pool.free,
-            kv_total_blocks=pool.total - pool.reclaim_pending,
-            draft_resident=self.draft.resident,
-            gamma_max=self.cfg.gamma_max,
-            mean_context_len=mean_ctx,
-            max_context_len=max_ctx,
-            num_preempted_waiting=self._waiting_preempted,
-            waiting_tokens=self._waiting_tokens,
-            kv_block_size=self.block_size,
-            arrival_rate_rps=self._arrival_rate(now),
-            request_ids=ids,
-            acceptance_estimates=est,
-            true_acceptance=true_acc,
+            now,  # now
+            n if batch is None else batch,  # batch_size
+            len(self.waiting),  # num_waiting
+            pool.free,  # kv_free_blocks
+            pool.total - pool.reclaim_pending,  # kv_total_blocks
+            self.draft.resident,  # draft_resident
+            self.cfg.gamma_max,  # gamma_max
+            mean_ctx,  # mean_context_len
+            ids,  # request_ids
+            est,  # acceptance_estimates
+            self._arrival_rate(now),  # arrival_rate_rps
+            true_acc,  # true_acceptance
+            max_ctx,  # max_context_len
+            self._waiting_preempted,  # num_preempted_waiting
+            self._waiting_tokens,  # waiting_tokens
+            self.block_size,  # kv_block_size
         )
 
     def _arrival_rate(self, now: float) -> float:
@@ -400,11 +402,12 @@ class Engine:
             clamped, mean_ctx,
         ))
         if n:
+            # Positional, in the field order (gamma, batch_size, step_time_s, drafted,
+            # accepted, emitted, switch_cost_s, clamped, prefill_tokens, request_ids,
+            # per_request_accepted, per_request_drafted), as the context above.
             self.driver.finish(StepOutcome(
-                gamma=g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
-                accepted=accepted, emitted=emitted, switch_cost_s=switch_s, clamped=clamped,
-                prefill_tokens=prefill, request_ids=ids, per_request_accepted=per_acc,
-                per_request_drafted=per_drafted,
+                g_max, n, step_s, drafted, accepted, emitted, switch_s, clamped, prefill,
+                ids, per_acc, per_drafted,
             ))
         return step_s
 
