@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV
 from nightjar.errors import NightjarInputError
 
 
@@ -33,7 +34,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--offload", metavar="on,off", help="elastic draft memory (default off)")
     p.add_argument("--reload", metavar="drain,migrate", help="reload mode (default drain)")
     p.add_argument("--draft-kv", metavar="sync,skip",
-                   help="draft KV mode at gamma 0 (default sync, as vLLM)")
+                   help=f"draft KV mode at gamma 0 (default {DEFAULT_DRAFT_KV}; sync is vLLM's)")
     p.add_argument("--acceptance", metavar="geometric,positional",
                    help="acceptance model (default geometric)")
     p.add_argument("--gamma-max", action="append", metavar="G[,G...]", help="default 4")
