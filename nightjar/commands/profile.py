@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
                    help="draft shape from a Hugging Face config.json, instead of --draft")
     a.add_argument("--gpu-spec", metavar="SPEC",
                    help="a GPU not in the catalogue: JSON/TOML file or key=value,... "
-                   "(docs/profiles.md), instead of --gpu")
+                   "(docs/roofline.md), instead of --gpu")
     a.add_argument("--tp", type=int, default=None, metavar="N",
                    help="tensor-parallel degree: target and draft split over N GPUs "
                    "(default 1)")

@@ -23,7 +23,7 @@ Interpolation rule (the simulator relies on it):
   count such steps as ``context_clamped_steps``); a prefill beyond the last row
   raises :class:`ProfileRangeError` (callers split it into chunks).
 
-A decode lookup costs about a microsecond (see docs/profiles.md for the number).
+A decode lookup costs about a microsecond (reports/profiles/README.md has the measurement).
 """
 
 from __future__ import annotations
