@@ -200,7 +200,7 @@ def test_bad_model_config(tmp_path: Path, change: dict[str, Any], message: str) 
 
 
 def test_unreadable_model_config(tmp_path: Path) -> None:
-    with pytest.raises(NightjarInputError, match="model config .*: cannot read"):
+    with pytest.raises(NightjarInputError, match=r"model config .*: cannot read"):
         load_model_config(str(tmp_path / "none" / "config.json"))
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
     with pytest.raises(NightjarInputError, match="malformed JSON"):
