@@ -16,6 +16,7 @@ Figures are plotly objects; nothing here writes a file unless asked (``Results.w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -44,7 +45,17 @@ class Results(Sequence[RunResult]):
 
     def __init__(self, runs: Sequence[RunResult], slo: Slo | None = None,
                  title: str = "") -> None:
+        if isinstance(runs, str | bytes) or not isinstance(runs, Sequence | Iterator):
+            raise NightjarInputError(f"Results takes a list of runs, got {type(runs).__name__}")
         self.runs = list(runs)
+        bad = [r for r in self.runs if not isinstance(r, RunResult)]
+        if bad:
+            raise NightjarInputError(
+                f"Results takes runs (nightjar.core.records.RunResult), got {_short(bad[0])}")
+        if slo is not None and not isinstance(slo, Slo):
+            raise NightjarInputError(f"slo must be a nightjar Slo or None, got {_short(slo)}")
+        if not isinstance(title, str):
+            raise NightjarInputError(f"title must be a string, got {_short(title)}")
         self.slo = slo or Slo()
         self.title = title or (f"{self.runs[0].trace} on {self.runs[0].profile}"
                                if self.runs else "nightjar run")
@@ -122,13 +133,46 @@ class Results(Sequence[RunResult]):
 
     def write(self, out: str | Path, *, force: bool = False, report: bool = True) -> Path:
         """CSVs, summaries and (by default) the HTML report, as ``nightjar sim --out``."""
+        from nightjar.checks import boolean
+        from nightjar.reading import as_path
         from nightjar.report.folder import write_all
+        from nightjar.results.outdir import staged_out_dir
 
-        write_all(self.result_set(), Path(out), force=force, report=report)
-        return Path(out)
+        force, report = boolean(force, "force"), boolean(report, "report")
+        path = as_path(out, "out")
+        with staged_out_dir(path, force) as tmp:
+            write_all(self.result_set(), tmp, force=True, report=report)
+        return path
 
 
 _D = RunConfig()  # the defaults every entry point shares (nightjar.config)
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def trace_arg(trace: Any) -> Trace:
+    """A :class:`Trace`, or the trace a bundled name or a path names."""
+    if isinstance(trace, Trace):
+        return trace
+    if isinstance(trace, str | os.PathLike):
+        return load_trace(trace)
+    raise NightjarInputError(
+        f"trace must be a Trace, a bundled trace name or a path, got {_short(trace)}")
+
+
+def profile_arg(profile: Any) -> Profile:
+    """A :class:`Profile` (None: the default one), or the one a name or a path names."""
+    if profile is None:
+        return load_profile(DEFAULT_PROFILE)
+    if isinstance(profile, Profile):
+        return profile
+    if isinstance(profile, str | os.PathLike):
+        return load_profile(profile)
+    raise NightjarInputError(
+        f"profile must be a Profile, a bundled profile name or a path, got {_short(profile)}")
 
 
 def simulate(
@@ -161,13 +205,16 @@ def simulate(
     (:class:`nightjar.config.RunConfig`); as there, the oracle runs unless
     ``oracle=False``, and its run gives the frame its regret columns.
     """
-    from nightjar.sim import OnUnfit, check_policies, simulate_many
+    from nightjar.sim import OnUnfit, check_policies, servable, simulate_many
 
     specs: tuple[str, ...] = _D.policies
     if isinstance(policies, str):
         specs = (policies,)
-    elif policies is not None:
+    elif isinstance(policies, list | tuple):
         specs = tuple(policies)
+    elif policies is not None:
+        raise NightjarInputError(
+            f"policies must be a policy spec or a list of them, got {_short(policies)}")
     config = RunConfig.build({
         "policies": specs, "seed": seed, "gamma_max": gamma_max, "prior": prior,
         "draft_kv": draft_kv, "acceptance": acceptance, "offload": offload, "reload": reload,
@@ -175,12 +222,13 @@ def simulate(
         "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
         "on_unfit": on_unfit, "oracle": oracle, "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
     })
-    tr = load_trace(trace) if isinstance(trace, str) else trace
-    prof = load_profile(profile or DEFAULT_PROFILE) if not isinstance(profile, Profile) else profile
+    tr = trace_arg(trace)
+    prof = profile_arg(profile)
     config.check_profile(prof)
     cfg = config.sim_config()
     runs = config.specs()
     check_policies(runs, tr, prof, cfg)
+    servable(tr, prof, cfg, OnUnfit(config.on_unfit))
     results = simulate_many(tr, prof, runs, cfg, on_unfit=OnUnfit(config.on_unfit),
                             prior=config.prior)
     return Results(results, config.slo())
@@ -194,8 +242,16 @@ def results_frame(
     and regret columns when an oracle run is among them."""
     from nightjar.results.write import summary_row
 
+    if slo is not None and not isinstance(slo, Slo):
+        raise NightjarInputError(
+            f"slo must be a nightjar Slo (e.g. Slo(ttft_s=1, tpot_s=0.05)) or None, got "
+            f"{_short(slo)}")
     if isinstance(results, RunResult):
         results = [results]
+    if not isinstance(results, Results | list | tuple):
+        raise NightjarInputError(
+            f"results_frame takes the Results of simulate or load_run (or a list of runs), "
+            f"got {_short(results)}")
     res = results if isinstance(results, Results) else Results(list(results), slo)
     if slo is not None and slo != res.slo:
         res = Results(res.runs, slo)
@@ -204,56 +260,41 @@ def results_frame(
 
 def load_run(folder: str | Path) -> Results:
     """Read back what ``nightjar sim --out`` or ``nightjar live --out`` wrote: the whole
-    folder (every policy) or one policy's sub-folder. A sweep folder is a table, not
-    runs: read it with :func:`load_sweep`."""
-    from nightjar.results.read import read_run_folder
+    folder (every policy its summary table lists) or one policy's sub-folder. A sweep
+    folder is a table, not runs: read it with :func:`load_sweep`."""
+    from nightjar.reading import as_path
+    from nightjar.results.read import read_run_folder, run_folders
 
-    folder = Path(folder)
-    if (folder / "sweep.json").is_file():
-        raise NightjarInputError(f"{folder} is a sweep: read it with nightjar.load_sweep")
-    if not folder.is_dir():
-        raise NightjarInputError(f"{folder} is not a folder")
-    if _is_run(folder):
-        read = [read_run_folder(folder)]
-    else:
-        subs = sorted(p for p in folder.iterdir() if p.is_dir() and _is_run(p))
-        if not subs:
-            raise NightjarInputError(f"{folder} holds no nightjar run (no summary.json)")
-        read = [read_run_folder(p) for p in _in_summary_order(folder, subs)]
+    path = as_path(folder, "load_run")
+    if os.path.lexists(path / "sweep.json"):
+        raise NightjarInputError(f"{path} is a sweep: read it with nightjar.load_sweep")
+    read = [read_run_folder(p) for p in run_folders(path)]
     slos = {slo for _, slo in read}
     return Results([run for run, _ in read], slos.pop() if len(slos) == 1 else None)
 
 
-def _is_run(folder: Path) -> bool:
-    return (folder / "summary.json").is_file()
-
-
-def _in_summary_order(folder: Path, subs: list[Path]) -> list[Path]:
-    """Sub-folders in the order of the folder's summary table (the run's policy order)."""
-    for name in ("summary.csv", "summary.parquet"):
-        path = folder / name
-        if path.is_file():
-            try:
-                table = pd.read_csv(path) if name.endswith("csv") else pd.read_parquet(path)
-            except (OSError, ValueError, ImportError):
-                break
-            order = {str(s): k for k, s in enumerate(table.get("slug", []))}
-            return sorted(subs, key=lambda p: order.get(p.name, len(order)))
-    return subs
-
-
 def load_sweep(folder: str | Path) -> pd.DataFrame:
     """The table of a ``nightjar sweep`` folder: one row per cell."""
+    from nightjar.reading import as_path
     from nightjar.sweep.store import load_table
 
-    return load_table(Path(folder))
+    return load_table(as_path(folder, "load_sweep"))
 
 
 def sweep_figures(frame: pd.DataFrame) -> list[Any]:
     """Load-latency, throughput/goodput and SLO attainment curves of a sweep table, with
     95% bands across seeds (plotly Figures)."""
+    from nightjar.sweep.figures import REQUIRED_COLUMNS
     from nightjar.sweep.figures import sweep_figures as figures
 
+    if not isinstance(frame, pd.DataFrame):
+        raise NightjarInputError(
+            f"sweep_figures takes a sweep table (nightjar.load_sweep), got {_short(frame)}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing or frame.empty:
+        raise NightjarInputError(
+            "sweep_figures takes a sweep table (nightjar.load_sweep): "
+            + (f"no column {missing[0]!r}" if missing else "it has no rows"))
     return figures(frame)
 
 
@@ -269,8 +310,15 @@ def run_sweep(
     """Run (or resume) a sweep into ``out`` and return its table; ``grid`` takes the keys of
     a sweep TOML file (``trace``, ``rate_scale``, ``seeds``, ``policy``, ``profile``,
     ``offload``, ``reload``, ``gamma_max``, ``max_num_seqs``, ``slo_ttft``, ...)."""
+    from nightjar.checks import boolean, integer
+    from nightjar.reading import as_path
     from nightjar.sweep.run import run_sweep as run
     from nightjar.sweep.spec import build_spec
 
+    path = as_path(out, "out")
+    jobs = integer(jobs, "jobs", lo=1)
+    force, report = boolean(force, "force"), boolean(report, "report")
+    if ray is not None and not isinstance(ray, str):
+        raise NightjarInputError(f"ray must be auto, local or HOST:PORT, got {_short(ray)}")
     spec = build_spec(grid, source="run_sweep")
-    return run(spec, Path(out), jobs=jobs, ray=ray, force=force, report=report).frame
+    return run(spec, path, jobs=jobs, ray=ray, force=force, report=report).frame

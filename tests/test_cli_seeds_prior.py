@@ -43,9 +43,9 @@ def test_seeds_write_per_seed_rows_and_intervals(
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--seeds", "0"], "--seeds must be >= 1"),
+    [(["--seeds", "0"], "--seeds must be in 1.."),
      (["--prior", "bogus"], "expected exact, none"),
-     (["--prior", "scale:0"], "must be > 0"),
+     (["--prior", "scale:0"], "must be in 0.001..1000"),
      (["--policy", "nightjar-code:fast"], "unknown argument 'fast'")],
 )
 def test_bad_input_is_one_line_exit_2(

@@ -326,7 +326,7 @@ def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, setti
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.live.models import check_pair, default_draft, resolve_model
+    from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
     from nightjar.policies.registry import expand_specs, spec_needs_draft
@@ -362,7 +362,8 @@ def run(args: argparse.Namespace) -> int:
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
-    vocab = check_pair(target, draft) if draft else 32000
+    # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
+    vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
     default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
@@ -418,8 +419,13 @@ def _replay_all(
     trace = load_trace(args.trace)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
+    ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
+    if ids and max(ids) >= vocab:
+        raise NightjarInputError(
+            f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
+            f"vocabulary ({vocab} tokens)")
     out = args.out or default_out_dir(f"live-{trace.name}")
-    prepare_out_dir(out, args.force)
+    prepare_out_dir(out, args.force, replace=args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.plugins.engine import prepare_env
 

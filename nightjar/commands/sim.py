@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.sim.servable import Fit, OnUnfit
     from nightjar.trace.model import Trace
 
+# More repeats than this is a typo: each seed reruns every policy.
+MAX_SEEDS = 10_000
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
@@ -81,11 +85,11 @@ class _Plan:
 def _plan(args: argparse.Namespace) -> _Plan:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
     from nightjar.profile.model import load_profile
-    from nightjar.sim import OnUnfit, check_policies, fit_or_refuse
+    from nightjar.sim import OnUnfit, check_policies, servable
     from nightjar.trace.model import load_trace
 
-    if args.seeds < 1:
-        raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise NightjarInputError(f"--seeds must be in 1..{MAX_SEEDS}, got {args.seeds}")
     config = run_config(args)
     if config.seed > MAX_SEED - args.seeds + 1:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}")
@@ -96,7 +100,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     cfg = config.sim_config()
     check_policies(runs, trace, profile, cfg)
     on_unfit = OnUnfit(config.on_unfit)
-    fit = fit_or_refuse(trace, profile, cfg, on_unfit)
+    fit = servable(trace, profile, cfg, on_unfit)
     return _Plan(trace, profile, config, cfg, runs, on_unfit, fit)
 
 

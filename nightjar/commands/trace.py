@@ -110,20 +110,23 @@ def dumps_trace(obj: dict[str, Any]) -> str:
     return "{\n" + "\n".join(lines) + f'\n  "{key}": [\n{items}\n  ]\n}}\n'
 
 
-def _write(path_str: str, obj: dict[str, Any], force: bool) -> Path:
-    path = Path(path_str)
-    if path.exists() and not path.is_file():  # a FIFO would block the write forever
-        raise NightjarInputError(f"cannot write {path}: it exists and is not a regular file")
-    if path.exists() and not force:
-        raise NightjarInputError(f"{path} exists; pass --force to overwrite it")
-    try:
-        path.write_text(dumps_trace(obj), encoding="utf-8")
-    except OSError as exc:
-        raise NightjarInputError(f"cannot write {path}: {exc}") from None
-    return path
+def _write(path_str: str, obj: dict[str, Any], real: Path) -> Path:
+    """Write the trace to ``real`` (checked by :func:`_out` before the work)."""
+    from nightjar.results.outdir import write_out_file
+
+    write_out_file(real, dumps_trace(obj), Path(path_str))
+    return Path(path_str)
+
+
+def _out(args: argparse.Namespace, *inputs: str) -> Path:
+    """``--out`` resolved and checked before any work (never a FIFO, a folder, an input)."""
+    from nightjar.results.outdir import check_out_file
+
+    return check_out_file(args.out, args.force, inputs=inputs)
 
 
 def run_gen(args: argparse.Namespace) -> int:
+    real = _out(args)
     if args.segments:
         if args.rate is not None or args.duration is not None:
             raise NightjarInputError("give either --segments or --rate/--duration, not both")
@@ -141,7 +144,7 @@ def run_gen(args: argparse.Namespace) -> int:
     }
     # Validate (and materialize) even in --generative mode so bad flags fail here.
     trace = materialize(parse_trace_json(spec_obj, "trace gen", name))
-    out = _write(args.out, spec_obj if args.generative else trace_to_json(trace), args.force)
+    out = _write(args.out, spec_obj if args.generative else trace_to_json(trace), real)
     print(f"wrote {out}: {len(trace)} requests over {trace.duration_s:.1f} s")
     return 0
 
@@ -153,6 +156,7 @@ def _fmt_segments(segs: list[dict[str, float]]) -> str:
 def run_import(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise NightjarInputError(f"--limit must be >= 1 (got {args.limit})")
+    real = _out(args, args.file)
     from nightjar.commands.trace_io import import_other
 
     other = import_other(args)
@@ -174,7 +178,7 @@ def run_import(args: argparse.Namespace) -> int:
                                      keep_prompts=not args.no_prompts, name=args.name, **kw)
         if counter is None:
             print("lengths estimated from text (no tokenizer given)")
-    out = _write(args.out, trace_to_json(trace), args.force)
+    out = _write(args.out, trace_to_json(trace), real)
     skipped = f"; skipped {rep.skipped} ({rep.reason})" if rep.skipped else ""
     print(f"wrote {out}: {rep.kept} requests over {trace.duration_s:.1f} s{skipped}")
     return 0

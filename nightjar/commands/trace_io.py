@@ -50,6 +50,8 @@ def add_parsers(tsub: Any) -> None:
     ex.add_argument("--out", required=True, help="output file")
     ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     ex.set_defaults(trace_func=run_export)
+    sc = tsub.add_parser("schema", help="print the trace format's JSON Schema (for editors)")
+    sc.set_defaults(trace_func=run_schema)
 
 
 def import_other(args: argparse.Namespace) -> Any:
@@ -99,14 +101,20 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_export(args: argparse.Namespace) -> int:
-    from nightjar.trace.model import load_trace
-    from nightjar.trace.tool_formats import export_vidur_csv
+def run_schema(args: argparse.Namespace) -> int:
+    from nightjar.schemas import schema_text
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise NightjarInputError(f"{out} exists; pass --force to overwrite it")
+    print(schema_text("trace"), end="")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from nightjar.results.outdir import check_out_file, write_out_file
+    from nightjar.trace.model import load_trace
+    from nightjar.trace.tool_formats import vidur_csv
+
+    out = check_out_file(args.out, args.force, inputs=[args.trace])
     trace = load_trace(args.trace, seed=args.seed)
-    export_vidur_csv(trace, out)
-    print(f"wrote {out}: {len(trace)} requests as a Vidur request CSV")
+    write_out_file(out, vidur_csv(trace), Path(args.out))
+    print(f"wrote {args.out}: {len(trace)} requests as a Vidur request CSV")
     return 0

@@ -18,7 +18,7 @@ from nightjar.profile.priors import parse_prior
 from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
-from nightjar.sim.servable import OnUnfit, fit_or_refuse
+from nightjar.sim.servable import Fit, OnUnfit, fit_or_refuse
 from nightjar.trace.model import Trace
 from nightjar.trace.workloads import get_workload
 
@@ -98,6 +98,15 @@ def check_policies(
     env = policy_env(trace, profile, config)
     for spec in specs:
         make_policy(spec, env)
+
+
+def servable(trace: Trace, profile: Profile, config: SimConfig,
+             on_unfit: OnUnfit = OnUnfit.REFUSE) -> Fit:
+    """The check :func:`simulate` makes before its first step (the profile's
+    ``max_model_len`` pin applied, then :func:`fit_or_refuse`), for callers that check
+    every input before any run starts."""
+    cut, _ = _cap_lengths(trace, profile.memory.max_model_len)
+    return fit_or_refuse(cut, profile, config, on_unfit)
 
 
 def simulate(

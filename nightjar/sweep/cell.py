@@ -59,8 +59,9 @@ class Cell:
 
     def run_config(self) -> RunConfig:
         """The cell's settings as the run configuration every entry point shares
-        (checked: a cell's own bad value is a one-line error)."""
-        from nightjar.config import RunConfig
+        (checked: a cell's own bad value is a one-line error naming the flag, which a
+        sweep spells as ``nightjar sim`` does)."""
+        from nightjar.config import RunConfig, flag_of
 
         return RunConfig.build({
             "policies": (self.policy,), "seed": self.seed, "gamma_max": self.gamma_max,
@@ -70,7 +71,7 @@ class Cell:
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len, "on_unfit": self.on_unfit, "oracle": False,
             "slo_ttft": self.slo_ttft, "slo_tpot": self.slo_tpot,
-        })
+        }, spell=flag_of)
 
     def key(self, trace_digest: str, profile_digest: str) -> str:
         """The cell's identity: its parameters, the exact trace and profile contents,

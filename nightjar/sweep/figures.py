@@ -28,6 +28,9 @@ LATENCY = (("ttft_s_p50", "TTFT p50 (s)", 1.0), ("ttft_s_p99", "TTFT p99 (s)", 1
 THROUGHPUT = (("throughput_tok_s", "throughput (tok/s)", 1.0),
               ("goodput_req_s", "goodput (req/s)", 1.0))
 ATTAINMENT = (("slo_attainment", "SLO attainment (%)", 100.0),)
+# What a table needs for the figures (the columns every sweep table has).
+REQUIRED_COLUMNS = ("trace", "policy", "rate_scale", "rate_rps", "seed",
+                    *(col for col, _, _ in LATENCY + THROUGHPUT + ATTAINMENT))
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")
 

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.reading import check_regular, loads_json, read_text
+from nightjar.reading import check_regular, clean_text, loads_json, read_text
 from nightjar.trace.csv_rows import csv_rows
 from nightjar.trace.model import Prompt, Trace
-from nightjar.trace.schema import MIN_BURSTINESS, check_seed
+from nightjar.trace.schema import MIN_BURSTINESS, check_arrival, check_seed
 from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -149,6 +149,7 @@ def _explicit(name: str, arrival: list[float], prompt: list[int], output: list[i
               seed: int = 0) -> Trace:
     if not arrival:
         raise NightjarInputError(f"{path}: no usable requests to import")
+    check_arrival(max(arrival), f"{path}: the latest arrival")
     order = np.argsort(np.asarray(arrival), kind="stable")
     n = len(arrival)
     return Trace(
@@ -194,7 +195,7 @@ def _pair(entry: Any, where: str) -> tuple[str, str] | None:
             raise NightjarInputError(f"{where}.conversations[{j}]: expected {{'from', 'value'}}")
     for j in range(len(turns) - 1):
         if turns[j].get("from") in _HUMAN and turns[j + 1].get("from") not in _HUMAN:
-            p, o = turns[j]["value"], turns[j + 1]["value"]
+            p, o = clean_text(turns[j]["value"]), clean_text(turns[j + 1]["value"])
             return (p, o) if p.strip() and o.strip() else None
     return None
 
@@ -221,7 +222,7 @@ def import_sharegpt(
         raise NightjarInputError(
             f"--rate must be > 0 (or inf) and --burstiness a finite number >= {MIN_BURSTINESS}"
         )
-    data = loads_json(read_text(path, f"{path}"), f"{path}")
+    data = loads_json(read_text(path, f"{path}"), f"{path}", surrogates=True)
     if not isinstance(data, list):
         raise NightjarInputError(f"{path}: expected a JSON list of conversations")
     texts: list[str] = []

@@ -17,7 +17,7 @@ Every malformed row is a one-line error naming the file and line.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from nightjar.errors import NightjarInputError
+from nightjar.reading import clean_text, loads_json, read_text
 from nightjar.trace.csv_rows import csv_rows
 from nightjar.trace.importers import ImportReport, TimeWindow, _explicit, estimate_tokens
 from nightjar.trace.model import Prompt, Trace
-from nightjar.trace.workloads import get_workload
+from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
@@ -49,6 +50,8 @@ def _count(text: str, col: str, where: str) -> int:
     v = _number(text, col, where)
     if v != int(v):
         raise NightjarInputError(f"{where}: {col} {text!r} is not an integer")
+    if v > MAX_TOKENS:
+        raise NightjarInputError(f"{where}: {col} must be in 0..{MAX_TOKENS} (got {text[:40]})")
     return int(v)
 
 
@@ -81,17 +84,22 @@ def import_vidur_csv(
     return trace, ImportReport(len(arrival), skipped, reason)
 
 
+def vidur_csv(trace: Trace) -> str:
+    """``trace`` as a Vidur request CSV (arrival in seconds, prompt and output lengths);
+    workloads, acceptance and prompt text have no Vidur column and are dropped."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(VIDUR_COLUMNS)
+    for t, p, o in zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, strict=True):
+        writer.writerow([f"{float(t):.6f}", int(p), int(o)])
+    return buf.getvalue()
+
+
 def export_vidur_csv(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` as a Vidur request CSV (arrival in seconds, prompt and output
-    lengths); workloads, acceptance and prompt text have no Vidur column and are dropped."""
+    """Write ``trace`` as a Vidur request CSV (:func:`vidur_csv`)."""
     path = Path(path)
     try:
-        with path.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(VIDUR_COLUMNS)
-            for t, p, o in zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens,
-                               strict=True):
-                writer.writerow([f"{float(t):.6f}", int(p), int(o)])
+        path.write_text(vidur_csv(trace), encoding="utf-8", newline="")
     except OSError as exc:
         raise NightjarInputError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
@@ -134,32 +142,28 @@ def import_vllm_jsonl(
     path = Path(path)
     if not (rate_rps > 0) or not (burstiness > 0 and math.isfinite(burstiness)):
         raise NightjarInputError("--rate must be > 0 (or inf) and --burstiness > 0")
-    if output_len < 1:
-        raise NightjarInputError(f"--output-len must be >= 1 (got {output_len})")
+    if not 1 <= output_len <= MAX_TOKENS:
+        raise NightjarInputError(f"--output-len must be in 1..{MAX_TOKENS} (got {output_len})")
     texts: list[str] = []
     prompt: list[int] = []
     output: list[int] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NightjarInputError(f"{path}: cannot read dataset ({exc})") from None
+    lines = read_text(path, f"{path}").splitlines()
     for number, line in enumerate(lines, start=1):
         if limit is not None and len(texts) >= limit:
             break
         if not line.strip():
             continue
         where = f"{path}: line {number}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise NightjarInputError(f"{where}: malformed JSON ({exc.msg})") from None
+        item = loads_json(line, where, surrogates=True)
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
             raise NightjarInputError(f"{where}: expected an object with a 'prompt' string")
         out = item.get("output_tokens", output_len)
-        if isinstance(out, bool) or not isinstance(out, int) or out < 1:
-            raise NightjarInputError(f"{where}: output_tokens must be an integer >= 1")
-        texts.append(item["prompt"])
-        prompt.append(count_tokens(item["prompt"]))
+        if isinstance(out, bool) or not isinstance(out, int) or not 1 <= out <= MAX_TOKENS:
+            raise NightjarInputError(
+                f"{where}: output_tokens must be an integer in 1..{MAX_TOKENS}")
+        text = clean_text(item["prompt"])
+        texts.append(text)
+        prompt.append(count_tokens(text))
         output.append(out)
     n = len(texts)
     if math.isinf(rate_rps):
