@@ -12,6 +12,7 @@ import pytest
 from nightjar.core.records import RequestRecord, RunResult, StepRecord
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
+from nightjar.report.colors import policy_colors
 from nightjar.report.fig_latency import latency_figure
 from nightjar.report.fig_policy import policy_figure
 from nightjar.report.fig_time import time_figure
@@ -23,7 +24,7 @@ from nightjar.report.series import (
     span_of,
     time_series,
 )
-from nightjar.report.style import WIDTH, policy_colors
+from nightjar.report.style import WIDTH
 from nightjar.results.run_set import ResultSet
 
 

@@ -26,13 +26,14 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from nightjar.errors import NightjarInputError
+from nightjar.report.colors import policy_colors
 from nightjar.report.fig_compare import bars_figure, regret_figure, slo_text
 from nightjar.report.fig_latency import latency_figure
 from nightjar.report.fig_policy import policy_figure
 from nightjar.report.fig_time import time_figure
 from nightjar.report.html_table import summary_html
 from nightjar.report.series import ECDF_POINTS, TIME_BINS, max_batch, span_of, time_series
-from nightjar.report.style import PAGE_WIDTH, policy_colors
+from nightjar.report.style import PAGE_WIDTH
 from nightjar.results.run_set import ResultSet
 
 CSS = (
