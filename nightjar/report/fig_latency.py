@@ -11,7 +11,6 @@ from plotly.subplots import make_subplots
 from nightjar.core.slo import Slo
 from nightjar.report.series import ecdf
 from nightjar.report.style import MUTED, base_layout, line_style
-from nightjar.results.metrics import request_latencies
 from nightjar.results.run_set import PolicyRun
 
 # (column, panel title, unit, scale to that unit, SLO attribute or None)
@@ -28,7 +27,7 @@ def latency_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> g
         horizontal_spacing=0.04,
     )
     for run in runs:
-        lat = request_latencies(run.result.requests_frame())
+        lat = run.result.requests_frame()
         for col, (key, _, unit, scale, _) in enumerate(PANELS, start=1):
             x, y = ecdf(lat[key].to_numpy(dtype=np.float64) * scale)
             fig.add_trace(
