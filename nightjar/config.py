@@ -14,6 +14,7 @@ run with the settings ``nightjar live`` used.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,9 @@ class RunConfig:
         " all)"))
     seed: int = field(default=0, metadata=_flag(
         "--seed", "seed of acceptance draws and policies"))
+    rate_scale: float = field(default=1.0, metadata=_flag(
+        "--rate-scale", "multiply the trace's request rate by S: every arrival time divided by"
+        " S (2 = the same requests twice as fast)"))
     gamma_max: int = field(default=4, metadata=_flag(
         "--gamma-max", "longest speculation a policy may choose"))
     prior: str = field(default="exact", metadata=_flag(
@@ -133,6 +137,12 @@ class RunConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise NightjarInputError(f"{spell(name)} must be an integer, got {value!r}")
+        scale = self.rate_scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
+            math.isfinite(scale) and scale > 0
+        ):
+            raise NightjarInputError(
+                f"{spell('rate_scale')} must be a finite number > 0, got {scale!r}")
         if not 0 <= self.seed <= MAX_SEED:
             raise NightjarInputError(f"{spell('seed')} must be in 0..{MAX_SEED}, got {self.seed}")
         if self.gamma_max < 1:

@@ -39,3 +39,15 @@ def csv_rows(path: Path, needed: tuple[str, ...]) -> Iterator[tuple[str, dict[st
                 yield where, dict(zip(cols, (c.strip() for c in row), strict=True))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header's column names (stripped); an unreadable or empty file is an input error."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
+    if header is None:
+        raise NightjarInputError(f"{path}: empty CSV")
+    return [h.strip() for h in header]
