@@ -104,16 +104,35 @@ class Results(Sequence[RunResult]):
         return results_frame(self, per=per)
 
     def figure(self) -> Any:
-        """The runs over time (arrivals, batch, throughput, step time, acceptance) on
-        one time axis: a plotly Figure, as in the report's "Over time" section."""
+        """The runs over time (arrivals, batch, throughput, step time, acceptance, KV use)
+        on one time axis: a plotly Figure, as in the report's "Over time" section."""
         from nightjar.report.colors import policy_colors
+        from nightjar.report.fig_decision import focus_policy
         from nightjar.report.fig_time import time_figure
         from nightjar.report.series import span_of, time_series
 
         runs = self.result_set().first_seed()
         span = span_of([r.result for r in runs])
         series = {r.policy: time_series(r.result, span) for r in runs}
-        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span)
+        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span,
+                           focus_policy(runs))
+
+    def decision_figure(self) -> Any:
+        """Each policy's gamma against batch size and over time on the trace's load, side
+        by side (the report's "How each policy chose gamma"); None when every policy ran
+        one gamma throughout."""
+        from nightjar.report.colors import policy_colors
+        from nightjar.report.fig_decision import decision_figure
+        from nightjar.report.series import max_batch, span_of, time_series
+
+        rs = self.result_set()
+        runs = rs.first_seed()
+        span = span_of([r.result for r in runs])
+        series = {r.policy: time_series(r.result, span) for r in runs}
+        used = max(max((s.gamma for s in r.result.steps), default=0) for r in runs)
+        return decision_figure(runs, series, policy_colors([r.policy for r in runs]),
+                               span_s=span, gamma_max=max(1, used, rs.gamma_max or 0),
+                               batch_top=max_batch([r.result for r in runs]))
 
     def comparison_figures(self) -> list[Any]:
         """Throughput, latency and goodput bars, the regret curves (with an oracle run)

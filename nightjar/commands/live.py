@@ -459,7 +459,7 @@ def _replay_all(
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
     result_set = ResultSet.build(
         results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
-        slo=slo_from_args(args),
+        slo=slo_from_args(args), offload=args.offload == "on",
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
     for line in off_grid_lines(results):

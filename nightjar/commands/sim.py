@@ -115,7 +115,8 @@ def _simulate(
             trace, plan.profile, plan.runs, cfg, progress=bar.update, on_unfit=plan.on_unfit,
             prior=plan.config.prior,
         )
-    return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo)
+    return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo,
+                           offload=plan.config.offload)
 
 
 def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
