@@ -47,10 +47,13 @@ class SweepOutcome:
 
 def _trace_text(name: str) -> str:
     """The trace's JSON text, validated (a bad trace fails before any cell runs)."""
-    from nightjar.trace.model import bundled_traces, load_trace
+    from nightjar.trace.columnar import is_parquet
+    from nightjar.trace.model import bundled_traces, load_trace, trace_to_json
 
-    load_trace(name)
+    trace = load_trace(name)
     path = Path(name)
+    if is_parquet(path):  # cells take JSON text: the explicit form of the same requests
+        return json.dumps(trace_to_json(trace))
     if path.is_file():
         return path.read_text(encoding="utf-8")
     stem = name[:-5] if name.endswith(".json") else name
