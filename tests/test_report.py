@@ -271,8 +271,8 @@ def test_the_memory_timeline_shows_only_runs_that_moved_their_draft() -> None:
         for step in run.result.steps:
             step.draft_state = "resident"
     assert memory_figure(runs, series, colors, span_s=span) is None
-    assert "--offload on" in memory_note(runs, False)
-    assert "although elastic draft memory was on" in memory_note(runs, True)
+    assert "--offload on" in memory_note(False)
+    assert "although elastic draft memory was on" in memory_note(True)
 
 
 def test_colours_are_fixed_by_policy_name() -> None:

@@ -27,7 +27,7 @@ def moved_draft(run: PolicyRun) -> bool:
     return any(s.draft_state.lower() in MOVED for s in run.result.steps)
 
 
-def memory_note(runs: list[PolicyRun], offload: bool | None) -> str:
+def memory_note(offload: bool | None) -> str:
     """What the page says when no policy moved its draft, and why none could."""
     if offload is False:
         return ("No policy offloaded its draft: elastic draft memory was off. With"

@@ -124,7 +124,7 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
     parts += ["<h2>Draft memory</h2>"]
     memory = memory_figure(runs, series, colors, span_s=span)
     if memory is None:
-        parts.append(f"<p class='note'>{memory_note(runs, results.offload)}</p>")
+        parts.append(f"<p class='note'>{memory_note(results.offload)}</p>")
     else:
         parts += [
             "<p class='note'>For each policy whose draft left the GPU: KV blocks the"
