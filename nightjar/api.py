@@ -35,16 +35,18 @@ from nightjar.trace.model import Trace, load_trace
 
 
 class Results(Sequence[RunResult]):
-    """The runs of one comparison (same trace, same seed), with their SLO.
+    """The runs of one comparison (same trace; one seed or several), with their SLO.
 
     A sequence of :class:`~nightjar.core.records.RunResult`; ``results["fixed:3"]`` picks a
-    run by policy. An ``oracle`` run among them is the yardstick for regret. The
-    summaries and regrets are computed once, in the :class:`~nightjar.results.run_set.ResultSet`
-    the CLI hands to its table, CSVs and report.
+    run by policy (its first seed). An ``oracle`` run among them is the yardstick for
+    regret, taken seed by seed. The summaries and regrets are computed once, in the
+    :class:`~nightjar.results.run_set.ResultSet` the CLI hands to its table, CSVs and
+    report. Read back from a sweep folder, it holds no runs but the sweep's ``table``
+    (one row per cell), which :func:`results_frame` returns.
     """
 
     def __init__(self, runs: Sequence[RunResult], slo: Slo | None = None,
-                 title: str = "") -> None:
+                 title: str = "", *, table: pd.DataFrame | None = None) -> None:
         if isinstance(runs, str | bytes) or not isinstance(runs, Sequence | Iterator):
             raise NightjarInputError(f"Results takes a list of runs, got {type(runs).__name__}")
         self.runs = list(runs)
@@ -59,6 +61,7 @@ class Results(Sequence[RunResult]):
         self.slo = slo or Slo()
         self.title = title or (f"{self.runs[0].trace} on {self.runs[0].profile}"
                                if self.runs else "nightjar run")
+        self.table = table
         self._set: ResultSet | None = None
 
     @overload
@@ -87,6 +90,11 @@ class Results(Sequence[RunResult]):
 
     def result_set(self) -> ResultSet:
         """The :class:`~nightjar.results.run_set.ResultSet` of these runs (built once)."""
+        if self.table is not None:
+            raise NightjarInputError(
+                "a sweep keeps one summary row per cell, not its runs: use results_frame,"
+                " or nightjar sim --out for per-request records"
+            )
         if self._set is None:
             self._set = ResultSet.build(self.runs, title=self.title, slo=self.slo)
         return self._set
@@ -102,27 +110,47 @@ class Results(Sequence[RunResult]):
     def regrets(self) -> dict[str, Regret] | None:
         return self.result_set().regrets
 
-    def frame(self) -> pd.DataFrame:
-        return results_frame(self)
+    def frame(self, per: str = "run") -> pd.DataFrame:
+        """:func:`results_frame` of these runs (``per`` = run, request or step)."""
+        return results_frame(self, per=per)
 
     def figure(self) -> Any:
-        """The runs over time (arrivals, batch, throughput, step time, acceptance) on
-        one time axis: a plotly Figure, as in the report's "Over time" section."""
+        """The runs over time (arrivals, batch, throughput, step time, acceptance, KV use)
+        on one time axis: a plotly Figure, as in the report's "Over time" section."""
+        from nightjar.report.colors import policy_colors
+        from nightjar.report.fig_decision import focus_policy
         from nightjar.report.fig_time import time_figure
         from nightjar.report.series import span_of, time_series
-        from nightjar.report.style import policy_colors
 
         runs = self.result_set().first_seed()
         span = span_of([r.result for r in runs])
         series = {r.policy: time_series(r.result, span) for r in runs}
-        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span)
+        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span,
+                           focus_policy(runs))
+
+    def decision_figure(self) -> Any:
+        """Each policy's gamma against batch size and over time on the trace's load, side
+        by side (the report's "How each policy chose gamma"); None when every policy ran
+        one gamma throughout."""
+        from nightjar.report.colors import policy_colors
+        from nightjar.report.fig_decision import decision_figure
+        from nightjar.report.series import max_batch, span_of, time_series
+
+        rs = self.result_set()
+        runs = rs.first_seed()
+        span = span_of([r.result for r in runs])
+        series = {r.policy: time_series(r.result, span) for r in runs}
+        used = max(max((s.gamma for s in r.result.steps), default=0) for r in runs)
+        return decision_figure(runs, series, policy_colors([r.policy for r in runs]),
+                               span_s=span, gamma_max=max(1, used, rs.gamma_max or 0),
+                               batch_top=max_batch([r.result for r in runs]))
 
     def comparison_figures(self) -> list[Any]:
         """Throughput, latency and goodput bars, the regret curves (with an oracle run)
         and the latency ECDFs, as in the report."""
+        from nightjar.report.colors import policy_colors
         from nightjar.report.fig_compare import bars_figure, regret_figure
         from nightjar.report.fig_latency import latency_figure
-        from nightjar.report.style import policy_colors
 
         rs = self.result_set()
         runs = rs.first_seed()
@@ -181,6 +209,7 @@ def simulate(
     policies: str | Sequence[str] | None = None,
     *,
     seed: int = _D.seed,
+    rate_scale: float = _D.rate_scale,
     gamma_max: int = _D.gamma_max,
     prior: str = _D.prior,
     draft_kv: str = _D.draft_kv,
@@ -202,7 +231,8 @@ def simulate(
     spec or several (default: the ``nightjar sim`` set). Every policy sees the same
     arrivals and per-request acceptance rates; deterministic for ``seed``. The other
     settings are ``nightjar sim``'s flags, with the same defaults
-    (:class:`nightjar.config.RunConfig`); as there, the oracle runs unless
+    (:class:`nightjar.config.RunConfig`; ``rate_scale`` multiplies the trace's
+    request rate); as there, the oracle runs unless
     ``oracle=False``, and its run gives the frame its regret columns.
     """
     from nightjar.sim import OnUnfit, check_policies, servable, simulate_many
@@ -216,13 +246,14 @@ def simulate(
         raise NightjarInputError(
             f"policies must be a policy spec or a list of them, got {_short(policies)}")
     config = RunConfig.build({
-        "policies": specs, "seed": seed, "gamma_max": gamma_max, "prior": prior,
+        "policies": specs, "seed": seed, "rate_scale": rate_scale, "gamma_max": gamma_max,
+        "prior": prior,
         "draft_kv": draft_kv, "acceptance": acceptance, "offload": offload, "reload": reload,
         "engine": engine, "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
         "on_unfit": on_unfit, "oracle": oracle, "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
     })
-    tr = trace_arg(trace)
+    tr = trace_arg(trace).rate_scaled(config.rate_scale)
     prof = profile_arg(profile)
     config.check_profile(prof)
     cfg = config.sim_config()
@@ -235,17 +266,29 @@ def simulate(
 
 
 def results_frame(
-    results: Results | RunResult | Sequence[RunResult], slo: Slo | None = None
+    results: Results | RunResult | Sequence[RunResult], slo: Slo | None = None,
+    per: str = "run",
 ) -> pd.DataFrame:
-    """A pandas DataFrame of summaries: one row per run, every summary column
-    (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``, ...),
-    and regret columns when an oracle run is among them."""
+    """A pandas DataFrame of the runs, in long form.
+
+    ``per="run"`` (default): one row per run, every summary column
+    (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``,
+    ``gamma_switches``, ...) and regret columns when an oracle run is among them; for a
+    sweep read back by :func:`load_run`, its table. ``per="request"``: one row per
+    request of every run (``ttft_s``, ``tpot_s``, ``e2e_s``, ...); ``per="step"``: one
+    row per engine step. Every row names its run (``policy``, ``engine``, ``trace``,
+    ``profile``, ``seed``), so ``px.ecdf(results_frame(r, per="request"), x="tpot_s",
+    color="policy")`` draws without glue. Counts are ints.
+    """
+    from nightjar.results.frames import PER, request_frame, step_frame
     from nightjar.results.write import summary_row
 
     if slo is not None and not isinstance(slo, Slo):
         raise NightjarInputError(
             f"slo must be a nightjar Slo (e.g. Slo(ttft_s=1, tpot_s=0.05)) or None, got "
             f"{_short(slo)}")
+    if per not in PER:
+        raise NightjarInputError(f"per must be one of {', '.join(PER)}, got {per!r}")
     if isinstance(results, RunResult):
         results = [results]
     if not isinstance(results, Results | list | tuple):
@@ -253,24 +296,46 @@ def results_frame(
             f"results_frame takes the Results of simulate or load_run (or a list of runs), "
             f"got {_short(results)}")
     res = results if isinstance(results, Results) else Results(list(results), slo)
+    if res.table is not None:
+        if per != "run":
+            raise NightjarInputError(
+                f"a sweep keeps one summary row per cell, not per-{per} records"
+            )
+        return res.table.copy()
+    if per == "request":
+        return request_frame(res.runs)
+    if per == "step":
+        return step_frame(res.runs)
     if slo is not None and slo != res.slo:
         res = Results(res.runs, slo)
     return pd.DataFrame([summary_row(run) for run in res.result_set().runs])
 
 
 def load_run(folder: str | Path) -> Results:
-    """Read back what ``nightjar sim --out`` or ``nightjar live --out`` wrote: the whole
-    folder (every policy its summary table lists) or one policy's sub-folder. A sweep
-    folder is a table, not runs: read it with :func:`load_sweep`."""
+    """Read back what ``nightjar sim --out``, ``nightjar live --out`` or ``nightjar
+    sweep --out`` wrote: a run folder (every policy its summary table lists), one
+    policy's sub-folder, a ``--seeds N`` folder (every seed's runs, in seed order) or a
+    sweep (its table, as ``Results.table``); CSV or parquet."""
+    import re
+
     from nightjar.reading import as_path
     from nightjar.results.read import read_run_folder, run_folders
 
     path = as_path(folder, "load_run")
     if os.path.lexists(path / "sweep.json"):
-        raise NightjarInputError(f"{path} is a sweep: read it with nightjar.load_sweep")
-    read = [read_run_folder(p) for p in run_folders(path)]
+        return Results([], None, f"sweep {path.name}", table=load_sweep(path))
+    seeds = sorted(
+        (int(m.group(1)), p) for p in (path.iterdir() if path.is_dir() else [])
+        if p.is_dir() and (m := re.fullmatch(r"seed-(\d+)", p.name))
+    )
+    sets = [p for _, p in seeds] if seeds and not _is_run(path) else [path]
+    read = [read_run_folder(p) for one in sets for p in run_folders(one)]
     slos = {slo for _, slo in read}
     return Results([run for run, _ in read], slos.pop() if len(slos) == 1 else None)
+
+
+def _is_run(folder: Path) -> bool:
+    return os.path.lexists(folder / "summary.json")
 
 
 def load_sweep(folder: str | Path) -> pd.DataFrame:

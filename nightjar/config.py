@@ -63,6 +63,9 @@ class RunConfig:
         " all)"))
     seed: int = field(default=0, metadata=_flag(
         "--seed", "seed of acceptance draws and policies"))
+    rate_scale: float = field(default=1.0, metadata=_flag(
+        "--rate-scale", "multiply the trace's request rate by S: every arrival time divided by"
+        " S (2 = the same requests twice as fast)"))
     gamma_max: int = field(default=4, metadata=_flag(
         "--gamma-max", "longest speculation a policy may choose"))
     prior: str = field(default="exact", metadata=_flag(
@@ -134,6 +137,7 @@ class RunConfig:
             integer(value, spell(name))
         for name in ("slo_ttft", "slo_tpot"):
             number(getattr(self, name), spell(name), positive=True)
+        number(self.rate_scale, spell("rate_scale"), positive=True)
         if not 0 <= self.seed <= MAX_SEED:
             raise NightjarInputError(f"{spell('seed')} must be in 0..{MAX_SEED}, got {self.seed}")
         if self.gamma_max < 1:

@@ -97,8 +97,11 @@ def check_folder(path: Path, what: str) -> None:
                                  " not a folder")
 
 
-def open_regular(path: Path, what: str) -> IO[bytes]:
-    """A binary file object for ``path``, which must be a regular file; never blocks."""
+def open_regular(path: Path, what: str, max_bytes: int | None = MAX_TEXT_BYTES) -> IO[bytes]:
+    """A binary file object for ``path``, which must be a regular file; never blocks.
+
+    ``max_bytes`` bounds what a whole-file reader may load; a streaming reader (the
+    chunked CSV importers) passes None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -109,10 +112,10 @@ def open_regular(path: Path, what: str) -> IO[bytes]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NightjarInputError(f"{what}: {_kind(st.st_mode)}, not a regular file")
-        if st.st_size > MAX_TEXT_BYTES:
+        if max_bytes is not None and st.st_size > max_bytes:
             raise NightjarInputError(
                 f"{what}: {st.st_size / 2**30:.1f} GiB is larger than any input nightjar "
-                f"reads ({MAX_TEXT_BYTES // 2**30} GiB)")
+                f"reads whole ({max_bytes / 2**30:g} GiB)")
         # A regular file: reads never block, but clear O_NONBLOCK for the libraries.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")

@@ -19,7 +19,6 @@ import nightjar
 from nightjar.cli import main
 from nightjar.core.slo import Slo
 from nightjar.results.metrics import Stat, Summary
-from nightjar.sweep.cell import scale_rate
 from nightjar.trace.model import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,11 +108,11 @@ def test_cell_at_seed_0_is_the_run_nightjar_sim_makes() -> None:
 
 def test_rate_scale_and_seeds() -> None:
     trace = load_trace("alpaca-burst")
-    fast = scale_rate(trace, 2.0)
+    fast = trace.rate_scaled(2.0)
     np.testing.assert_allclose(fast.arrival_s, trace.arrival_s / 2)
     assert fast.duration_s == pytest.approx(trace.duration_s / 2)
     np.testing.assert_array_equal(fast.output_tokens, trace.output_tokens)
-    assert scale_rate(trace, 1.0) is trace
+    assert trace.rate_scaled(1.0) is trace
 
 
 def test_larger_grid_in_the_same_folder_computes_only_new_cells(tmp_path: Path) -> None:

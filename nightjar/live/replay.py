@@ -1,8 +1,8 @@
 """Replay a trace against vLLM's async engine with Nightjar plugged in.
 
-Requests are submitted at the trace's arrival times (optionally compressed by
-``time_scale``), greedy, ``ignore_eos`` and ``max_tokens`` = the trace's output
-length, so every policy does the same work. Prompts are the trace's token ids or
+Requests are submitted at the trace's arrival times (``nightjar live --rate-scale``
+rescales the trace before it gets here), greedy, ``ignore_eos`` and ``max_tokens`` =
+the trace's output length, so every policy does the same work. Prompts are the trace's token ids or
 text where it has them, else deterministic pseudo-random token ids of the given
 length. The result is a :class:`nightjar.core.records.RunResult` with the same columns
 as the simulator's; step rows come from the scheduler's step log.
@@ -32,7 +32,6 @@ from nightjar.trace.model import Trace
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
-    time_scale: float = 1.0  # multiply trace times by this (0.1 = ten times faster)
     # Synthetic prompt ids are drawn from [3, vocab_size); None: the target's own
     # vocabulary (its config.json), which is what vLLM checks every id against.
     vocab_size: int | None = None
@@ -128,7 +127,7 @@ async def _replay(
             raise
         raise NightjarInputError(f"the engine cannot start: {cause}") from exc
     n = len(trace)
-    arrivals = trace.arrival_s * opts.time_scale
+    arrivals = trace.arrival_s
     records = [
         RequestRecord(
             i, float(arrivals[i]), int(trace.prompt_tokens[i]), int(trace.output_tokens[i])

@@ -166,6 +166,12 @@ def _entries(folder: Path, but: Iterable[Path] = ()) -> list[Path]:
     return [p for p in folder.iterdir() if p.name not in skip]
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
 def _oserror(path: Path, exc: OSError) -> NightjarInputError:
     return NightjarInputError(f"cannot write to {path}: {exc.strerror or exc}")
 
@@ -190,6 +196,9 @@ def staged_out_dir(path: Path, force: bool = False) -> Iterator[Path]:
                 real.parent.mkdir(parents=True, exist_ok=True)
                 tmp = Path(tempfile.mkdtemp(prefix=f".{real.name[:100]}{TMP_TAG}",
                                             dir=real.parent))
+            # mkdtemp makes 0700 (private while staged); the finished folder gets the
+            # mode any other tool's mkdir would, so others on a shared machine can read it.
+            os.chmod(tmp, 0o777 & ~_umask())
         except OSError as exc:
             raise _oserror(shown, exc) from None
         try:

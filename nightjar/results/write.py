@@ -23,7 +23,6 @@ import pandas as pd
 
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
-from nightjar.results.metrics import request_latencies
 from nightjar.results.outdir import MARKER, MARKER_HEAD, check_out_dir, clear_earlier_run
 
 if TYPE_CHECKING:
@@ -135,7 +134,7 @@ def write_run(run: PolicyRun, out_dir: Path, fmt: str = "csv") -> list[Path]:
     with _writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
         paths = [
-            write_frame(request_latencies(run.result.requests_frame()), folder / "requests", fmt),
+            write_frame(run.result.requests_frame(), folder / "requests", fmt),
             write_frame(run.result.steps_frame(), folder / "steps", fmt),
             folder / "summary.json",
         ]

@@ -26,6 +26,7 @@ def trace_schema() -> dict[str, Any]:
     from nightjar.trace.schema import (
         FORMAT_VERSION,
         MAX_ARRIVAL_S,
+        MAX_EXPECTED_REQUESTS,
         MAX_SEED,
         MAX_TOKEN_ID,
         MIN_BURSTINESS,
@@ -86,6 +87,8 @@ def trace_schema() -> dict[str, Any]:
             "duration_s": {**number, "minimum": 0, "maximum": MAX_ARRIVAL_S},
             "requests": {"type": "array", "minItems": 1, "items": request},
             "segments": {"type": "array", "minItems": 1, "items": segment},
+            "max_requests": {"type": "integer", "minimum": 1,
+                             "maximum": MAX_EXPECTED_REQUESTS},
         },
     }
 

@@ -46,11 +46,15 @@ class SweepOutcome:
 
 def _trace_text(name: str) -> str:
     """The trace's JSON text, read once (never blocking) and validated: a bad trace
-    fails before any cell runs, and every cell runs the very text checked here."""
+    fails before any cell runs, and every cell runs the very text checked here. Cells
+    take JSON text: a parquet trace ships as the explicit form of the same requests."""
     from nightjar.reading import loads_json
-    from nightjar.trace.model import materialize, read_trace_source
+    from nightjar.trace.columnar import is_parquet
+    from nightjar.trace.model import load_trace, materialize, read_trace_source, trace_to_json
     from nightjar.trace.schema import parse_trace_json
 
+    if is_parquet(Path(name)):
+        return json.dumps(trace_to_json(load_trace(name)))
     label, text, default_name = read_trace_source(name)
     materialize(parse_trace_json(loads_json(text, label), label, default_name))
     return text
@@ -61,7 +65,7 @@ def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, A
     seed and rate scale is a valid trace, and each of its requests can ever run on each
     profile under each cell's memory settings (or ``--on-unfit skip`` leaves it out)."""
     from nightjar.sim import OnUnfit, servable
-    from nightjar.sweep.cell import _trace, scale_rate
+    from nightjar.sweep.cell import _trace
 
     fits = {(c.profile, c.offload, c.max_model_len): c for c in spec.cells()}
     for name, text in traces.items():
@@ -69,7 +73,7 @@ def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, A
             trace = _trace(text, name, seed)
             for scale in spec.axes["rate_scale"]:
                 try:
-                    scale_rate(trace, scale)
+                    trace.rate_scaled(scale)
                 except NightjarInputError as exc:
                     raise NightjarInputError(
                         f"--rate-scale {scale:g} on trace {name}: {exc}") from None

@@ -19,7 +19,7 @@ def csv_rows(path: Path, needed: tuple[str, ...]) -> Iterator[tuple[str, dict[st
     UTF-8 byte-order mark before the header (Excel writes one) is not part of the first
     column's name, and CRLF line ends are read as line ends.
     """
-    raw = open_regular(path, f"{path}")
+    raw = open_regular(path, f"{path}", max_bytes=None)  # streamed, row by row
     try:
         with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
@@ -48,3 +48,19 @@ def csv_rows(path: Path, needed: tuple[str, ...]) -> Iterator[tuple[str, dict[st
         raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
     finally:
         raw.close()
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header's column names (stripped, without a byte-order mark); an unreadable,
+    empty or non-regular file is an input error (never opened blocking)."""
+    raw = open_regular(path, f"{path}", max_bytes=None)
+    try:
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
+            header = next(csv.reader(f), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise NightjarInputError(f"{path}: cannot read CSV ({exc})") from None
+    finally:
+        raw.close()
+    if header is None:
+        raise NightjarInputError(f"{path}: empty CSV")
+    return [h.strip() for h in header]

@@ -8,6 +8,7 @@ specified in docs/traces.md. Loading always yields a fully materialized
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,33 @@ class Trace:
     def duration_s(self) -> float:
         last = float(self.arrival_s[-1])
         return last if self.span_s is None else max(last, self.span_s)
+
+    def rate_scaled(self, scale: float) -> Trace:
+        """The same requests arriving ``scale`` times as fast: every arrival time and
+        the span divided by ``scale`` (``--rate-scale``: 2 doubles the request rate)."""
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
+            math.isfinite(scale) and scale > 0
+        ):
+            raise NightjarInputError(f"rate scale must be a finite number > 0, got {scale!r}")
+        if scale == 1.0:
+            return self
+        span = None if self.span_s is None else self.span_s / scale
+        return dataclasses.replace(self, arrival_s=self.arrival_s / scale, span_s=span)
+
+    def head(self, n: int) -> Trace:
+        """The first ``n`` requests (all when there are fewer); the trace then ends at
+        its last kept arrival."""
+        if n >= len(self):
+            return self
+        cut = slice(0, max(n, 1))
+        return dataclasses.replace(
+            self,
+            arrival_s=self.arrival_s[cut], prompt_tokens=self.prompt_tokens[cut],
+            output_tokens=self.output_tokens[cut], workload=self.workload[cut],
+            acceptance=self.acceptance[cut],
+            prompts=None if self.prompts is None else self.prompts[cut],
+            span_s=None, speculate=None if self.speculate is None else self.speculate[cut],
+        )
 
     @classmethod
     def from_segments(
@@ -212,7 +240,13 @@ def _mixed_lengths(
 
 
 def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
-    """Turn a validated spec into a :class:`Trace` (generating arrivals if needed)."""
+    """Turn a validated spec into a :class:`Trace` (generating arrivals if needed),
+    cut to its ``max_requests`` first requests when it has one."""
+    trace = _materialize(spec, seed)
+    return trace if spec.max_requests is None else trace.head(spec.max_requests)
+
+
+def _materialize(spec: TraceSpec, seed: int | None) -> Trace:
     seed = spec.seed if seed is None else check_seed(seed)
     if spec.requests is not None:
         r = spec.requests
@@ -300,11 +334,19 @@ def read_trace_source(name_or_path: str | os.PathLike[str]) -> tuple[str, str, s
 
 
 def load_trace(name_or_path: str | os.PathLike[str], seed: int | None = None) -> Trace:
-    """Load a bundled trace by name (``burst`` or ``burst.json``) or a JSON file.
+    """Load a bundled trace by name (``burst`` or ``burst.json``), a JSON file or a
+    parquet trace (:mod:`nightjar.trace.columnar`).
 
     Generative traces are materialized with the file's ``seed`` unless ``seed``
     overrides it; explicit traces take ``seed`` only as their recorded seed.
     """
+    from nightjar.trace.columnar import is_parquet, read_trace_parquet
+
+    if seed is not None:
+        check_seed(seed)
+    path = as_path(name_or_path, "trace")
+    if is_parquet(path):
+        return Trace(**read_trace_parquet(path, seed))
     label, text, default_name = read_trace_source(name_or_path)
     obj = loads_json(text, label)
     return materialize(parse_trace_json(obj, label, default_name), seed)

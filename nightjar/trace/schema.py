@@ -38,8 +38,8 @@ MAX_ARRIVAL_S = 1e8
 MAX_TOKEN_ID = 2**31 - 1
 
 # "$schema": where an editor finds the JSON Schema (nightjar.schemas); ignored here.
-_TOP_KEYS = {"$schema", "format_version", "name", "description", "seed", "workload", "duration_s",
-             "requests", "segments"}
+_TOP_KEYS = {"$schema", "format_version", "name", "description", "seed", "workload",
+             "duration_s", "requests", "segments", "max_requests"}
 _REQUEST_KEYS = {"arrival_s", "prompt_tokens", "output_tokens", "prompt", "prompt_token_ids",
                  "workload", "acceptance", "speculate"}
 _SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "mix", "prompt_tokens",
@@ -84,6 +84,9 @@ class TraceSpec:
     duration_s: float | None
     requests: RequestColumns | None
     segments: list[SegmentSpec] | None
+    # Keep only the first N requests in arrival order (vLLM's --num-prompts): the
+    # trace then ends at its last kept arrival. None keeps them all.
+    max_requests: int | None = None
 
 
 def check_arrival(t: float, where: str) -> float:
@@ -292,6 +295,9 @@ def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:
     duration = top.get("duration_s")
     duration_s = None if duration is None else check_arrival(
         _num(duration, f"{source}: duration_s", 0.0), f"{source}: duration_s")
+    cap = top.get("max_requests")
+    max_requests = None if cap is None else _int(cap, f"{source}: max_requests", 1,
+                                                 MAX_EXPECTED_REQUESTS)
     if has_req:
         cols = RequestColumns()
         for i, r in enumerate(items):
@@ -301,7 +307,7 @@ def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:
                 f"{source}: duration_s {duration_s} is before the last arrival "
                 f"{max(cols.arrival_s)}"
             )
-        return TraceSpec(source, name, description, seed, duration_s, cols, None)
+        return TraceSpec(source, name, description, seed, duration_s, cols, None, max_requests)
     if duration_s is not None:
         raise NightjarInputError(
             f"{source}: duration_s is implied by the segments; give it per segment"
@@ -314,4 +320,4 @@ def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:
             f"{source}: the segments expect {expected:.0f} requests, more than the "
             f"{MAX_EXPECTED_REQUESTS} allowed"
         )
-    return TraceSpec(source, name, description, seed, None, None, segs)
+    return TraceSpec(source, name, description, seed, None, None, segs, max_requests)

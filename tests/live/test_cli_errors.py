@@ -103,6 +103,8 @@ def test_tetris_is_refused(capsys: Any, fake_vllm: None, tmp_path: Path) -> None
         (["--alias-draft"], "--alias-draft needs --offload on"),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be >= 1"),
         (["--time-scale", "0"], "--time-scale must be > 0"),
+        (["--rate-scale", "0"], "--rate-scale must be a finite number > 0"),
+        (["--rate-scale", "2", "--time-scale", "0.5"], "not both"),
         (["--profile", "no-such-profile"], "unknown profile"),
         (["--k-offload", "two"], "invalid int value"),
     ],
