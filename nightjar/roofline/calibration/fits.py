@@ -15,7 +15,7 @@ overtakes the weight read even at one token (H200 from H100: 1.13x; an H20-like 
 where reading its weights takes 4.5 ms). So a borrowed fit's ``tokens_half`` is scaled
 by the ratio of the two ridge points, which keeps it the same fraction of the ridge.
 Leave-one-GPU-out on Vidur's tables (``tools/calibrate/fit_vidur.py --transfer``,
-docs/profiles.md): the scaled rule removes the over-pricing of small GEMMs when a fit
+docs/roofline.md): the scaled rule removes the over-pricing of small GEMMs when a fit
 moves to a lower-ridge GPU (H100 -> A100 GEMM p90 29.7% -> 14.8%) and is within two
 points of borrowing in the other direction. On measured H200 GEMMs (not used to build
 the rule) H100's table ridge-scaled has median / p90 error 6.9% / 34.6% against

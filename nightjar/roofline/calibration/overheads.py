@@ -2,7 +2,8 @@
 
 None of these is in Vidur's kernel tables (those time GPU kernels only). Where no
 public figure gives a value, the value is an assumption and says so; the cross-checks
-in docs/profiles.md compare the result with public step times, they do not fit them.
+in docs/roofline.md and reports/profiles/README.md compare the result with public step
+times, they do not fit them.
 
 How the roofline uses them (``nightjar/roofline/model.py``; the forward terms price the
 target's and the draft's forwards alike, since one engine launches both):
@@ -33,7 +34,7 @@ KERNELS_PER_LAYER = 11
 # microseconds; we take 12 us per kernel including vLLM's Python module code. Not a
 # measurement. Cross-check (not a fit): the paper's public step logs for
 # DeepSeek-R1-Distill-Qwen-7B + Qwen2.5-0.5B (RTX 4090, B = 1, gamma 4, eager) show
-# ~3.9 ms per draft step; this value prices it at 4.08 ms (docs/profiles.md). The value
+# ~3.9 ms per draft step; this value prices it at 4.08 ms (reports/profiles/README.md). The value
 # was chosen knowing that figure, so the agreement is not independent evidence.
 EAGER_KERNEL_HOST_S = 12e-6
 
