@@ -28,7 +28,7 @@ from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.results.metrics import Summary
-from nightjar.results.regret import Regret
+from nightjar.results.regret import Regret, Yardsticks
 from nightjar.results.run_set import ResultSet
 from nightjar.trace.model import Trace, load_trace
 
@@ -89,7 +89,12 @@ class Results(Sequence[RunResult]):
         return self.result_set().summaries
 
     def regrets(self) -> dict[str, Regret] | None:
+        """Per-token latency against the per-step oracle run (a reference, not a bound)."""
         return self.result_set().regrets
+
+    def yardsticks(self) -> dict[str, Yardsticks]:
+        """Regret vs the bound and gain vs the best static run, by policy."""
+        return self.result_set().yardsticks
 
     def frame(self) -> pd.DataFrame:
         return results_frame(self)
@@ -159,7 +164,8 @@ def simulate(
     arrivals and per-request acceptance rates; deterministic for ``seed``. The other
     settings are ``nightjar sim``'s flags, with the same defaults
     (:class:`nightjar.config.RunConfig`); as there, the oracle runs unless
-    ``oracle=False``, and its run gives the frame its regret columns.
+    ``oracle=False``, and its run gives the frame its ``step_oracle_pct`` column;
+    every simulated run carries ``regret_bound_pct`` (:mod:`nightjar.results.regret`).
     """
     from nightjar.sim import OnUnfit, check_policies, simulate_many
 
@@ -191,7 +197,8 @@ def results_frame(
 ) -> pd.DataFrame:
     """A pandas DataFrame of summaries: one row per run, every summary column
     (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``, ...),
-    and regret columns when an oracle run is among them."""
+    and the yardstick columns (``regret_bound_pct``, ``gain_static_pct`` against
+    ``static_yardstick``, ``step_oracle_pct`` with an oracle run)."""
     from nightjar.results.write import summary_row
 
     if isinstance(results, RunResult):

@@ -137,7 +137,9 @@ def test_multiseed_verdicts_need_separated_intervals() -> None:
         for policy, value in (("a", a), ("b", b), ("c", c)):
             rows.append({"seed": seed, "policy": policy, "throughput_tok_s": value,
                          "e2e_s_mean": 1.0, "ttft_s_mean": 1.0, "tpot_ms_mean": 1.0,
-                         "preemptions": 0.0, "regret_pct": float("nan")})
+                         "preemptions": 0.0, "spec_time_share": 0.0,
+                         "regret_bound_pct": float("nan"), "gain_static_pct": float("nan"),
+                         "step_oracle_pct": float("nan")})
     agg = aggregate(rows)
     assert beats(agg, "a", "b", "throughput_tok_s")
     assert not beats(agg, "a", "c", "throughput_tok_s")  # c's interval overlaps a's

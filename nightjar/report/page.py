@@ -4,8 +4,8 @@ Sections, top to bottom (the page is at most 1200 px wide, so a 1280 px window
 never scrolls sideways, for any number of policies):
 
 1. the summary table and the SLO the goodput counts against;
-2. comparison bars (throughput, E2E mean and p99, goodput, regret), one row per policy,
-   and the cumulative regret curves against the oracle;
+2. comparison bars (throughput, E2E mean and p99, goodput, regret vs the bound), one row
+   per policy, and the cumulative per-token latency against the per-step oracle run;
 3. latency ECDFs, every policy overlaid, SLO limits marked;
 4. over time, every policy overlaid: arrivals (own panel), waiting queue, batch,
    throughput, step time, acceptance;
@@ -102,9 +102,11 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
     regret = regret_figure(results, colors)
     if regret is not None:
         parts += [
-            "<p class='note'>Regret % = per-token latency / the oracle's - 1, where"
+            "<p class='note'>Per-token latency / the per-step oracle run's - 1, where"
             " per-token latency = sum(step time x batch size) / emitted tokens, over the"
-            " steps that ended by each time.</p>",
+            " steps that ended by each time. The per-step oracle ignores switch costs and"
+            " runs its own trajectory: a reference, not a bound (the regret column of the"
+            " table is against the bound).</p>",
             _div(regret),
         ]
     parts += [

@@ -32,12 +32,13 @@ from nightjar.policies.registry import spec_needs_draft
 from nightjar.profile.model import Profile
 from nightjar.sim.acceptance import sample_accepted
 from nightjar.sim.batch import RunningBatch
-from nightjar.sim.config import DraftKVMode, SchedulerMode, SimConfig
+from nightjar.sim.config import AcceptanceModel, DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft
 from nightjar.sim.price import StepShape, price_step
+from nightjar.sim.yardstick import Recorder
 
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
@@ -129,6 +130,14 @@ class Engine:
         # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
         mem = config.memory
         self.stall_limit_s = mem.max_dwell_s + mem.reload_hold_s + DRAIN_TIMEOUT_S + 1.0
+        # The run's trajectory for the regret bound (nightjar.sim.yardstick).
+        self.yardstick = Recorder(
+            profile, config.gamma_max, skip=config.draft_kv_mode is DraftKVMode.SKIP,
+            positional_decay=config.positional_decay,
+            positional=config.acceptance_model is not AcceptanceModel.GEOMETRIC,
+            num_requests=int(ledger.arrival_s.shape[0]),
+        )
+        self._priced = (True, 0.0)  # (draft loaded, migration overhead) of the last price
 
     # -- the simpy process -------------------------------------------------------
     def run(self) -> Generator[simpy.Event, Any, None]:
@@ -327,7 +336,9 @@ class Engine:
         if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
         self._draft_prefilled = price.draft_prefilled
-        step_s = price.total_s + self.draft.take_step_overhead_s()
+        overhead = self.draft.take_step_overhead_s()
+        self._priced = (self.draft.resident, overhead)
+        step_s = price.total_s + overhead
         return float(step_s), float(price.switch_s)
 
     def _postprocess(self, plan: _Plan, end: float) -> _Decoded:
@@ -350,6 +361,7 @@ class Engine:
             self._prefilled(plan, end)
         done = led.generated[b.rid] >= led.output[b.rid]
         if done.any():
+            self.yardstick.left(b.rid[done])
             led.finish_s[b.rid[done]] = end
             led.finished += int(done.sum())
             self.pool.release(int(b.blocks[done].sum()))
@@ -363,6 +375,7 @@ class Engine:
         rows = slice(plan.prefill_from, plan.prefill_from + plan.chunks.size)
         b.ctx[rows] += plan.chunks
         b.todo[rows] -= plan.chunks
+        self.yardstick.prefilled(b.rid[rows], plan.chunks, decode_step=plan.n_decode > 0)
         if not self._draft_prefilled:
             b.lag[rows] += plan.chunks
         ready = b.todo[rows] == 0
@@ -386,6 +399,17 @@ class Engine:
         ))
         if not n:
             return
+        led, rid = self.ledger, decoded.rid
+        loaded, overhead = self._priced
+        self.yardstick.step(
+            rids=rid, alpha=led.alpha[rid],
+            remaining=led.output[rid] - led.generated[rid] + decoded.emitted,
+            speculates=(~led.no_spec[rid] if led.no_spec is not None
+                        else np.ones(n, dtype=bool)),
+            gammas=plan.gammas, mean_ctx=plan.mean_ctx, prefill_tokens=plan.prefill_tokens,
+            draft_loaded=loaded, sync=self.cfg.draft_kv_mode is DraftKVMode.SYNC,
+            overhead_s=overhead, step_s=step_s, switch_s=switch_s,
+        )
         per_request = self.wants_requests
         self.driver.finish(StepOutcome(
             gamma=plan.g_max, batch_size=n, step_time_s=step_s, drafted=drafted,
@@ -443,6 +467,7 @@ class Engine:
         if not len(b):
             return False
         rid = int(b.rid[-1])
+        self.yardstick.left(b.rid[-1:])
         self.pool.release(int(b.blocks[-1]))
         self.ledger.preemptions[rid] += 1
         self.waiting.appendleft(rid)

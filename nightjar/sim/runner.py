@@ -154,6 +154,7 @@ def simulate(
     result.extra.update(engine.draft.summary())
     result.extra["context_clamped_steps"] = float(engine.context_clamped_steps)
     result.extra["wall_s"] = wall
+    result.extra.update(engine.yardstick.summary())
     if profile.memory.max_model_len is not None:
         result.extra["capped_requests"] = float(capped)
     return result
