@@ -68,6 +68,9 @@ EVIDENCE_BATCH = 16
 # cell never seen at gamma 0 does so at once without a prior, and after
 # PROBE_AFTER steps with one.
 PROBE_BELOW = 0.25
+# Weight of the rebuild that turning speculation off commits to (0: priced only when
+# speculation turns back on, with the lag it then has).
+OFF_COMMIT = 0.0
 PROBE_AFTER = 20.0
 
 
@@ -106,7 +109,7 @@ class NightjarPlusPolicy:
         self._current = 0
         self._rebuild = RebuildCost()  # seconds of rebuild for the tokens missed while off
         self._switch_avg = 0.0  # seconds per observed rebuild
-        self._lag = 0  # tokens emitted since speculation last ran
+        self._lag = 0  # tokens emitted or prefilled since speculation last ran
         self._run = 0  # length of the current speculation run, in steps
         self._run_len = INITIAL_RUN
         self._off_run = 0  # length of the current gamma-0 run, in steps
@@ -136,22 +139,31 @@ class NightjarPlusPolicy:
             cost = self._rebuild.predict(self._lag_now(batch_size, context_len))
             for g in range(1, self.arms):
                 out[g] += cost / (self._run_len * tau[g])
-        else:
+        elif OFF_COMMIT:
             # Turning off commits to paying a rebuild when speculation comes back.
-            out[0] += self._switch_avg / self._off_len
+            out[0] += OFF_COMMIT * self._switch_avg / self._off_len
         return out
 
     def _lag_now(self, batch_size: int, context_len: float) -> float:
         return min(float(self._lag), batch_size * context_len)
 
     def _probe_zero(self, ctx: StepContext) -> bool:
-        """Whether this cell should measure gamma 0 now (see PROBE_BELOW)."""
-        seen = self._times.seen(ctx.batch_size, 0, ctx.mean_context_len)
+        """Whether this cell should measure gamma 0 now (see PROBE_BELOW).
+
+        Without a prior a cell's first gamma-0 step is taken at once. A later probe
+        waits for an empty queue: a gamma-0 step that admits prompts leaves them out
+        of the draft's KV (``--draft-kv skip``), and the next speculating step pays
+        their rebuild, which can cost more than the probe teaches.
+        """
+        b, c = ctx.batch_size, ctx.mean_context_len
+        seen = self._times.seen(b, 0, c)
         if seen >= PROBE_BELOW:
             return False
-        if not self._profiled:
+        if not self._profiled and self._times.evidence(b, c) <= 0.0:
             return True
-        return self._times.evidence(ctx.batch_size, ctx.mean_context_len) >= PROBE_AFTER
+        if ctx.num_waiting > 0:
+            return False
+        return self._profiled is False or self._times.evidence(b, c) >= PROBE_AFTER
 
     def decide(self, ctx: StepContext) -> int:
         self._pending.append(
@@ -207,7 +219,7 @@ class NightjarPlusPolicy:
         if outcome.switch_cost_s > 0.0:
             self._switch_avg += SWITCH_ALPHA * (outcome.switch_cost_s - self._switch_avg)
             self._rebuild.learn(lag, outcome.switch_cost_s)
-        self._track_runs(g, outcome.emitted)
+        self._track_runs(g, outcome.emitted + outcome.prefill_tokens)
         if outcome.clamped or g >= self.arms or b <= 0 or outcome.emitted <= 0:
             return
         if g > 0:
@@ -215,14 +227,15 @@ class NightjarPlusPolicy:
         step_s = outcome.step_time_s - outcome.switch_cost_s
         self._times.learn(b, g, step_s, ctx_len, outcome.prefill_tokens)
 
-    def _track_runs(self, gamma: int, emitted: int) -> None:
-        """Keep the lag (tokens the stale draft must re-read) and run-length EMAs."""
+    def _track_runs(self, gamma: int, missed: int) -> None:
+        """Keep the lag (tokens the stale draft must re-read: those emitted and the
+        prompt tokens prefilled while it was off) and run-length EMAs."""
         if gamma == 0:
             if self._run:
                 self._run_len += RUN_ALPHA * (self._run - self._run_len)
                 self._run = 0
             self._off_run += 1
-            self._lag += emitted
+            self._lag += missed
         else:
             if self._off_run:
                 self._off_len += RUN_ALPHA * (self._off_run - self._off_len)

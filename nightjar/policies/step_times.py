@@ -18,20 +18,22 @@ step weighs ``1 / T^2``, so a 300 ms step does not drown a 20 ms one), at two le
 The features come from a basis:
 
 - :class:`ProfileBasis` when a prior latency model exists (a profile, a step table,
-  a roofline): ``phi = (P_g, P_g - P_0, u)`` with ``P_g = prior(B, g, c)``: a scale of
-  the whole table (prior 1, nearly free), an extra factor on the cost of speculating
-  (prior 0, stiffer) and a fixed per-step overhead in units ``u = prior(1, 0, 0)``
-  (prior 0, stiffest). From steps at one gamma alone scale and speculation cost
-  cannot be told apart; the prior then reads the error as a scale, which moves every
-  gamma's price together (a table 30% too slow: gamma 0 gets 30% cheaper with the
-  gamma that ran), and steps at another gamma split the two. Pure decode steps only:
-  a prior has no price for the prompt tokens of a mixed step.
+  a roofline): ``phi = (P_g, P_g l(B), P_g - P_0, u)`` with ``P_g = prior(B, g, c)``
+  and ``l(B)`` :func:`log_batch`: a scale of the whole table (prior 1, nearly free), its
+  slope in log B (a table right at one load and wrong at another, which a fixed
+  overhead would otherwise absorb and then pass on to every gamma's cost), an extra
+  factor on the cost of speculating (prior 0, stiffer) and a fixed per-step overhead
+  in units ``u = prior(1, 0, 0)`` (prior 0, stiffest). From steps at one gamma alone
+  scale and speculation cost cannot be told apart; the prior then reads the error as
+  a scale, which moves every gamma's price together (a table 30% too slow: gamma 0
+  gets 30% cheaper with the gamma that ran), and steps at another gamma split the two.
+  Pure decode steps only: a prior has no price for the prompt tokens of a mixed step.
 - :class:`NeutralBasis` when nothing is known: ``phi = (1, B (g + 1), g, g B,
   B c / 1024, p)``: a fixed cost per step, a cost per token the target processes
   (decodes and verified drafts alike, which is what ties gamma 0 to gamma 3: on a
   compute-bound engine the verify tokens cost what decode tokens cost), the draft's
   per-forward and per-token cost, the KV read, and prompt tokens. Its prior is a
-  neutral shape scaled to the first step seen (:data:`NEUTRAL_SHAPE`); mixed steps
+  neutral shape scaled to the first step seen (:func:`neutral_shape`); mixed steps
   are learned too, since without a prior the evidence is precious and the prompt
   tokens have their own feature.
 
@@ -41,6 +43,7 @@ extrapolate below zero far from its data, and a zero price would make a gamma fr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -56,29 +59,42 @@ CONTEXT_QUANTUM = 128
 # best, and the load moves it; a cell sees a narrower range and may forget faster.
 GLOBAL_MEMORY = 500.0
 CELL_MEMORY = 200.0
-# Prior precisions of (scale, speculation cost, overhead) in relative units (an
-# observation of a step carries ~1 in the scale direction): the scale is nearly free,
-# so an error at one gamma is read as a scale first; the split needs steps at two.
-PROFILE_PRECISION = (1e-6, 1e-5, 1e-4)
+# Prior precisions of (scale, scale's slope in log B, speculation cost, overhead) in
+# relative units (an observation of a step carries ~1 in the scale direction): the
+# scale is nearly free, so an error at one gamma is read as a scale first; the split
+# needs steps at two gammas, the slope steps at two batch sizes.
+PROFILE_PRECISION = (1e-6, 1e-5, 1e-5, 1e-4)
 # A cell's precision around the global estimate: its own scale moves within a few
 # steps (a batch-dependent error), its split and overhead much more slowly.
-PROFILE_CELL_PRECISION = (1e-4, 1e-3, 1e-2)
+PROFILE_CELL_PRECISION = (1e-4, 1e-3, 1e-3, 1e-2)
 # Neutral shape per unit ``u`` of fixed step cost: (fixed, per target token, per draft
 # forward, per draft token, per request-kilotoken of context, per prompt token). A
 # target token costs u / 64 (the step turns compute-bound near 64 tokens, a middle
-# value between a GPU, 100s, and a CPU, a few); a draft forward 10% of the target's.
+# value between a GPU, 100s, and a CPU, a few); a draft forward 10% of the target's
+# (a draft model is typically 5-15% of the target).
 NEUTRAL_KNEE_TOKENS = 64.0
-NEUTRAL_SHAPE = (
-    1.0, 1.0 / NEUTRAL_KNEE_TOKENS, 0.1, 0.1 / NEUTRAL_KNEE_TOKENS, 1.0 / NEUTRAL_KNEE_TOKENS,
-    1.0 / NEUTRAL_KNEE_TOKENS,
-)
+NEUTRAL_DRAFT_SHARE = 0.1
+
+
+def neutral_shape() -> tuple[float, ...]:
+    k = NEUTRAL_KNEE_TOKENS
+    d = NEUTRAL_DRAFT_SHARE
+    return (1.0, 1.0 / k, d, d / k, 1.0 / k, 1.0 / k)
+
+
+
 # Prior precision of each neutral weight, times its scale squared: about half an
 # observation's worth globally (the shape is a guess), a few within a cell.
 NEUTRAL_STRENGTH = 1e-4
 NEUTRAL_CELL_STRENGTH = 1e-3
+# Steps a cell needs before the adjacent cells are shrunk toward its fit.
+NEIGHBOUR_EVIDENCE = 10.0
 # Steps of a gamma in a cell before its residual ratio (what the linear shape misses
 # there, e.g. a roofline knee between two gammas) is half trusted.
 RESIDUAL_PRIOR = 10.0
+# Every prior precision above is multiplied by this (one knob for how fast the data
+# overrule the prior, tuned with the rest: experiments/tune_nightjar_plus.py).
+PRECISION_SCALE = 1.0
 # No prediction below this fraction of the smallest step observed.
 FLOOR_FRACTION = 0.5
 
@@ -115,10 +131,16 @@ class Basis(Protocol):
         ...
 
 
-class ProfileBasis:
-    """Features from a prior latency model: scale, speculation cost, overhead."""
+def log_batch(batch_size: int) -> float:
+    """``(log2 B - 4) / 4``: 0 at B = 16, -1 at B = 1, +1 at B = 256."""
+    return (math.log2(max(batch_size, 1)) - 4.0) / 4.0
 
-    k = 3
+
+class ProfileBasis:
+    """Features from a prior latency model: scale (and its slope in log B),
+    speculation cost, overhead."""
+
+    k = 4
     learns_mixed = False
 
     def __init__(self, latency: LatencyModel, gamma_max: int) -> None:
@@ -139,15 +161,15 @@ class ProfileBasis:
     def features(self, batch_size: int, gamma: int, context_len: float, prompt: int) -> list[float]:
         t = self.prior_times(batch_size, context_len)
         g = min(gamma, self.gamma_max)
-        return [t[g], t[g] - t[0], self.unit]
+        return [t[g], t[g] * log_batch(batch_size), t[g] - t[0], self.unit]
 
     def prior(
         self, first_step_s: float | None, first: list[float] | None
     ) -> tuple[list[float], list[float]] | None:
-        return [1.0, 0.0, 0.0], list(PROFILE_PRECISION)
+        return [1.0, 0.0, 0.0, 0.0], [p * PRECISION_SCALE for p in PROFILE_PRECISION]
 
     def cell_precision(self, mean: list[float]) -> list[float]:
-        return list(PROFILE_CELL_PRECISION)
+        return [p * PRECISION_SCALE for p in PROFILE_CELL_PRECISION]
 
 
 class NeutralBasis:
@@ -170,13 +192,14 @@ class NeutralBasis:
         if first_step_s is None or first is None:
             return None  # the scale comes from the first step
         # The unit u that makes the neutral shape predict the first step exactly.
-        shape_s = sum(s * x for s, x in zip(NEUTRAL_SHAPE, first, strict=True))
+        shape = neutral_shape()
+        shape_s = sum(s * x for s, x in zip(shape, first, strict=True))
         unit = first_step_s / max(shape_s, 1e-12)
-        self._scale = [s * unit for s in NEUTRAL_SHAPE]
-        return list(self._scale), [NEUTRAL_STRENGTH / s**2 for s in self._scale]
+        self._scale = [s * unit for s in shape]
+        return list(self._scale), [NEUTRAL_STRENGTH * PRECISION_SCALE / s**2 for s in self._scale]
 
     def cell_precision(self, mean: list[float]) -> list[float]:
-        return [NEUTRAL_CELL_STRENGTH / s**2 for s in self._scale]
+        return [NEUTRAL_CELL_STRENGTH * PRECISION_SCALE / s**2 for s in self._scale]
 
 
 class _Cell:
@@ -184,19 +207,22 @@ class _Cell:
     sums of observed seconds and of features, for the residual of the current fit
     at the steps that gamma ran (``sum_y / theta . sum_x``)."""
 
-    __slots__ = ("fit", "gammas", "sum_x", "sum_y", "theta", "version")
+    __slots__ = ("center_version", "fit", "gammas", "local", "sum_x", "sum_y", "theta",
+                 "version")
 
     def __init__(self, k: int, gammas: int) -> None:
         self.fit = ForgettingRidge(k, 1.0 - 1.0 / CELL_MEMORY)
         self.gammas = [0.0] * gammas  # discounted observations per gamma
         self.sum_y = [0.0] * gammas
         self.sum_x = [[0.0] * k for _ in range(gammas)]
-        self.theta: list[float] | None = None
+        self.theta: list[float] | None = None  # solved around the global fit
         self.version = -1  # the global version theta was solved against
+        self.local: list[float] | None = None  # solved around its center (_center)
+        self.center_version = -1
 
     def add(self, gamma: int, x: list[float], y: float, w: float) -> None:
         self.fit.add(x, y, w)
-        self.version = -1
+        self.version = self.center_version = -1
         f = self.fit.forget
         for g in range(len(self.gammas)):
             self.gammas[g] *= f
@@ -255,21 +281,45 @@ class StepModel:
             self._version += 1
         return self._theta
 
-    def _cell_theta(self, cell: _Cell | None) -> list[float]:
+    def _base(self, cell: _Cell) -> list[float]:
+        """The cell's fit shrunk toward the global one (cached per global version)."""
         glob = self._global()
-        if cell is None or cell.fit.evidence <= 0.0:
-            return glob
         if cell.version != self._version or cell.theta is None:
             cell.theta = cell.fit.solve(glob, self.basis.cell_precision(glob))
             cell.version = self._version
         return cell.theta
 
+    def _center(self, key: Bucket) -> list[float]:
+        """What a cell is shrunk toward: the adjacent batch bucket's own fit, where one
+        has NEIGHBOUR_EVIDENCE steps, else the global fit. A neighbour's weights are
+        a local model of the prior's shape (they take B as a feature), so they carry
+        what the global line misses near here, such as the cost of speculating when
+        this cell has only run gamma 0."""
+        best: _Cell | None = None
+        for dk in (-1, 1):
+            near = self._cells.get((key[0] + dk, key[1]))
+            if near is not None and near.fit.evidence >= NEIGHBOUR_EVIDENCE and (
+                best is None or near.fit.evidence > best.fit.evidence
+            ):
+                best = near
+        return self._base(best) if best is not None else self._global()
+
+    def _cell_theta(self, key: Bucket, cell: _Cell | None) -> list[float]:
+        center = self._center(key)
+        if cell is None or cell.fit.evidence <= 0.0:
+            return center
+        if cell.center_version != self._version or cell.local is None:
+            cell.local = cell.fit.solve(center, self.basis.cell_precision(center))
+            cell.center_version = self._version
+        return cell.local
+
     def times(self, batch_size: int, context_len: float) -> list[float]:
         """Predicted seconds of a pure decode step at every gamma 0..gamma_max."""
         if not self._mean:
             return [1.0] * self.arms  # nothing known yet: only the rest of the loss matters
-        cell = self._cells.get(bucket_key(batch_size, context_len, self.by_context))
-        theta = self._cell_theta(cell)
+        key = bucket_key(batch_size, context_len, self.by_context)
+        cell = self._cells.get(key)
+        theta = self._cell_theta(key, cell)
         feats = self.basis.features
         out = []
         for g in range(self.arms):

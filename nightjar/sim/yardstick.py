@@ -4,31 +4,40 @@ own trajectory, with the draft's rebuild charged. The regret yardstick no policy
 The per-step ``oracle`` is myopic (it ignores switch costs), so a policy that avoids
 toggling beats it and "regret" turns negative, which says nothing. Here every decode
 step of the run is kept as it happened (its batch, contexts, prompt chunks and the
-requests' true acceptance rates), and a dynamic program chooses one gamma per step
-to minimise the run's expected per-token latency (:mod:`nightjar.results.regret`:
-request-seconds over tokens), paying for each step
+requests' true acceptance rates). A run's per-token latency
+(:mod:`nightjar.results.regret`) is the token-weighted mean of its steps' per-token
+costs, ``sum_t w_t B_t T_t / E_t`` with ``w_t`` the share of the run's tokens step t
+emitted (in expectation). The bound keeps those weights and lets a dynamic program
+choose each step's gamma to minimise the same sum, paying at each step
 
 - its price at that gamma (:func:`nightjar.sim.price.price_step`: draft, verify, the
-  step's prompt chunks, the sync forward), and
+  draft's share of the step's prompt chunks, the sync forward) over the tokens that
+  gamma is expected to emit there, plus the target's prompt work of the step over the
+  tokens the run emitted there (a mixed step's prompt chunk is the trajectory's, and
+  sharing it over more drafted tokens would credit speculation that the step's token
+  budget had no room for), and
 - in ``--draft-kv skip``, when it speculates, the rebuild of what the draft missed:
   every running request's tokens emitted during the gamma-0 steps since the last
   speculating one, and the prompt chunks prefilled without the draft, at the draft
   prefill's least cost per token (its rate at the cheapest point of its curve).
 
-The program's state is the length of the current gamma-0 stretch (capped at
-:data:`MAX_STRETCH` steps: a longer one is charged as that long), the objective a
-ratio, minimised by Dinkelbach's iteration. Every term it charges is at most what the
-engine charges for the same choice (the rebuild rate is the curve's least, the lag it
-counts is a subset of the engine's), so the run's own schedule is feasible at no
-more than its real cost and ``expected_ptl_s >= bound_ptl_s``: regret against the
-bound is never negative. What it bounds: every batch-gamma schedule *on this
-trajectory*. It does not say what another policy, whose choices would have changed
-the batches (finishing requests sooner, freeing KV blocks), would have reached, nor
-per-request lengths (``tetris``); both are compared on their own trajectories.
+The weights stay the run's because the trajectory is fixed: a schedule that emitted
+more tokens at some step could not shorten it, so crediting those tokens (minimising
+the plain ratio of sums) would reward tokens no run could use. The program's state is
+the length of the current gamma-0 stretch (capped at :data:`MAX_STRETCH` steps: a
+longer one is charged as that long). Every term is at most what the engine charges for
+the same choice (the rebuild rate is the curve's least, the lag it counts a subset of
+the engine's), and the run's own schedule costs exactly its expected per-token
+latency, so ``expected_ptl_s >= bound_ptl_s``: regret against the bound is never
+negative. What it bounds: every batch-gamma schedule *on this trajectory*, step by
+step. It does not say what another policy, whose choices would have changed the
+batches (finishing requests sooner, freeing KV blocks), would have reached, nor
+per-request lengths (``tetris``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -40,7 +49,6 @@ from nightjar.sim.price import StepShape, price_step
 # Longest gamma-0 stretch the program tells apart; longer ones are charged as this
 # long, which undercharges their rebuild (the bound stays a bound, a little looser).
 MAX_STRETCH = 128
-DINKELBACH_ROUNDS = 30
 # The other gammas' prices of a step are looked up at its mean context rounded to this
 # many tokens (a cache: a step's price moves little with context).
 PRICE_CONTEXT_QUANTUM = 32
@@ -61,7 +69,10 @@ class Trajectory:
     batch: list[int] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)  # what the run's step cost
     played: list[float] = field(default_factory=list)  # expected tokens of its choice
-    prices: list[np.ndarray] = field(default_factory=list)  # seconds per gamma, no rebuild
+    # Seconds a gamma choice costs (decode, draft, the draft's share of prompt work; no
+    # rebuild), and the target's prompt work the step carried whatever the gamma.
+    prices: list[np.ndarray] = field(default_factory=list)
+    fixed: list[float] = field(default_factory=list)
     tokens: list[np.ndarray] = field(default_factory=list)  # expected tokens per gamma
     rebuild: list[np.ndarray | None] = field(default_factory=list)  # seconds per stretch
 
@@ -88,7 +99,7 @@ class Recorder:
         self.prompt_at = np.full(num_requests, -1.0)  # half-step key of the prefill
         self.prompt_tokens = np.zeros(num_requests, dtype=np.float64)
         self.data = Trajectory()
-        self._prices: dict[tuple[int, int, int, int, bool], np.ndarray] = {}
+        self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
 
     def prefilled(self, rids: np.ndarray, tokens: np.ndarray, decode_step: bool) -> None:
         """Prompt chunks of ``rids`` ran this step (a decode step, or a prefill-only
@@ -114,23 +125,17 @@ class Recorder:
         key = (n, n_spec, int(mean_ctx) // PRICE_CONTEXT_QUANTUM, prefill_tokens, draft_loaded)
         cached = self._prices.get(key)
         if cached is None:
-            cached = np.empty(self.gamma_max + 1)
-            ctx = (key[2] + 0.5) * PRICE_CONTEXT_QUANTUM
-            for g in g_all:
-                cached[g] = price_step(self.profile, StepShape(
-                    n_decode=n, g_max=int(g) if n_spec else 0, drafted=int(g) * n_spec,
-                    mean_ctx=ctx, prefill_tokens=prefill_tokens,
-                    # Gamma 0 as the run had it (no draft: no sync forward);
-                    # speculating needs the draft.
-                    draft_loaded=draft_loaded if g == 0 else True, sync=sync,
-                )).total_s
+            cached = self._price(key, n, n_spec, prefill_tokens, draft_loaded, sync)
             self._prices[key] = cached
-        prices = cached + overhead_s
+        total, prompt = cached
+        top = int(gammas.max()) if gammas.size else 0
+        fixed = float(prompt[top])
+        prices = total - prompt + overhead_s
         spec_g = gammas[speculates] if n_spec < n else gammas
         if gammas.size and (not n_spec or int(spec_g.min()) == int(spec_g.max())):
             # The gamma that ran is priced as it ran (the cache's context is rounded):
             # the run's own schedule then costs the program what it cost the engine.
-            prices[int(gammas.max())] = step_s - switch_s
+            prices[top] = step_s - switch_s - fixed
         # Expected emitted tokens: sum_{j <= min(g, rem - 1)} prod_{k < j} a decay^k
         # = a^j decay^(j (j - 1) / 2), summed over the batch.
         a = np.clip(alpha, 0.0, 0.999)
@@ -140,7 +145,6 @@ class Recorder:
         cap = np.where(speculates, remaining - 1, 0)
         reach *= g_all[None, :] <= cap[:, None]
         tokens = np.cumsum(reach.sum(axis=0))
-        top = int(gammas.max()) if gammas.size else 0
         if gammas.size and int(gammas.min()) == top:
             played = float(tokens[min(top, self.gamma_max)])
         else:
@@ -151,9 +155,31 @@ class Recorder:
         d.step_s.append(step_s)
         d.played.append(played)
         d.prices.append(prices)
+        d.fixed.append(fixed)
         d.tokens.append(tokens)
         d.rebuild.append(self._rebuild(rids) if self.skip else None)
         self.t += 1
+
+    def _price(self, key: tuple[int, int, int, int, bool], n: int, n_spec: int,
+               prefill_tokens: int, draft_loaded: bool, sync: bool
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Per gamma: the step's whole price, and the target's part of its prompt work."""
+        total = np.empty(self.gamma_max + 1)
+        prompt = np.zeros(self.gamma_max + 1)
+        ctx = (key[2] + 0.5) * PRICE_CONTEXT_QUANTUM
+        for g in range(self.gamma_max + 1):
+            shape = StepShape(
+                n_decode=n, g_max=g if n_spec else 0, drafted=g * n_spec, mean_ctx=ctx,
+                prefill_tokens=prefill_tokens,
+                # Gamma 0 as the run had it (no draft: no sync forward); speculating
+                # needs the draft.
+                draft_loaded=draft_loaded if g == 0 else True, sync=sync,
+            )
+            total[g] = price_step(self.profile, shape).total_s
+            if prefill_tokens:
+                alone = dataclasses.replace(shape, draft_loaded=False, sync=False)
+                prompt[g] = price_step(self.profile, alone).prefill_s
+        return total, prompt
 
     def _rebuild(self, rids: np.ndarray) -> np.ndarray:
         """Seconds to rebuild the draft at this step after a gamma-0 stretch of
@@ -180,84 +206,56 @@ class Recorder:
             return {"expected_ptl_s": math.nan, "bound_ptl_s": math.nan}
         b = np.asarray(d.batch, dtype=np.float64)
         own = float(np.dot(b, d.step_s) / np.sum(d.played))
-        return {"expected_ptl_s": own, "bound_ptl_s": bound_ptl_s(d, own)}
+        return {"expected_ptl_s": own, "bound_ptl_s": bound_ptl_s(d)}
 
 
-def bound_ptl_s(d: Trajectory, start: float) -> float:
-    """Dinkelbach: the least ratio N/E over schedules, from ``start`` (a feasible one)."""
-    arrays = _Arrays(d)
-    lam = start
-    for _ in range(DINKELBACH_ROUNDS):
-        value, num, den = _best_schedule(arrays, lam)
-        ratio = num / den
-        if value >= -1e-12 * max(abs(num), 1e-30) or ratio >= lam:
-            return min(lam, ratio)
-        lam = ratio
-    return lam
-
-
-class _Arrays:
-    """The trajectory as matrices: steps x gammas, steps x stretch lengths."""
-
-    def __init__(self, d: Trajectory) -> None:
-        self.batch = np.asarray(d.batch, dtype=np.float64)
-        self.prices = np.vstack(d.prices)
-        self.tokens = np.vstack(d.tokens)
-        n = self.batch.shape[0]
-        if d.rebuild and d.rebuild[0] is not None:
-            self.rebuild = np.vstack([r for r in d.rebuild if r is not None])
-        else:
-            self.rebuild = np.zeros((n, MAX_STRETCH + 1))
-        self.weighted_rebuild = self.batch[:, None] * self.rebuild
-
-
-def _best_schedule(arr: _Arrays, lam: float) -> tuple[float, float, float]:
-    """min over schedules of sum(B (T + rebuild)) - lam * sum(E), with that schedule's
-    numerator and denominator. States: 0 = the last step speculated, l = a gamma-0
-    stretch of l steps (MAX_STRETCH: at least that many)."""
+def bound_ptl_s(d: Trajectory) -> float:
+    """The least token-weighted per-token latency over schedules (see the module doc)."""
+    batch = np.asarray(d.batch, dtype=np.float64)
+    prices = np.vstack(d.prices)
+    tokens = np.vstack(d.tokens)
+    played = np.asarray(d.played, dtype=np.float64)
+    fixed = np.asarray(d.fixed, dtype=np.float64) if d.fixed else np.zeros_like(played)
+    weight = batch * played / played.sum()  # omega_t * B_t
+    # The prompt work is charged at the run's own tokens: the trajectory (and the
+    # step's token budget) is the run's, so a gamma that spread it over more tokens
+    # would be crediting speculation the budget did not have room for.
+    per_token = weight[:, None] * (prices / tokens + (fixed / played)[:, None])
+    n, gammas = per_token.shape
     cap = MAX_STRETCH
-    cost = arr.batch[:, None] * arr.prices - lam * arr.tokens
-    if cost.shape[1] > 1:
-        on_g = np.argmin(cost[:, 1:], axis=1) + 1
+    if gammas == 1:
+        return float(per_token[:, 0].sum())
+    skip = bool(d.rebuild) and d.rebuild[0] is not None
+    # on[t, l]: the cheapest speculating choice at step t after a gamma-0 stretch of l
+    # steps: its price plus the rebuild, both per token of that gamma.
+    if skip:
+        rebuild = np.vstack([r for r in d.rebuild if r is not None])
+        inv = 1.0 / tokens[:, 1:]
+        on = np.empty((n, cap + 1))
+        for lo in range(0, n, 2048):
+            hi = min(lo + 2048, n)
+            cost = (per_token[lo:hi, None, 1:]
+                    + (weight[lo:hi, None] * rebuild[lo:hi])[:, :, None] * inv[lo:hi, None, :])
+            on[lo:hi] = cost.min(axis=2)
     else:
-        on_g = np.zeros(cost.shape[0], dtype=np.int64)
-    steps = np.arange(cost.shape[0])
-    on_cost = cost[steps, on_g]
-    off_cost = cost[:, 0]
-    n = cost.shape[0]
-    came_from = np.zeros(n, dtype=np.int64)  # the state speculating at step t came from
-    absorbed = np.zeros(n, dtype=bool)  # the capped stretch stayed capped at step t
+        on = np.repeat(per_token[:, 1:].min(axis=1)[:, None], cap + 1, axis=1)
+    off = per_token[:, 0]
+    return _walk(on, off)
+
+
+def _walk(on: np.ndarray, off: np.ndarray) -> float:
+    """The program over steps. States: 0 = the last step speculated, l = a gamma-0
+    stretch of l steps (MAX_STRETCH: at least that many); ``on[t, l]`` is the cost of
+    speculating at step t from state l, ``off[t]`` of gamma 0."""
+    cap = on.shape[1] - 1
     val = np.full(cap + 1, math.inf)
     val[0] = 0.0
-    shifted = np.empty_like(val)
-    weighted = arr.weighted_rebuild
-    for t in range(n):
-        on_vals = val + weighted[t]
-        k = int(np.argmin(on_vals))
-        off = off_cost[t]
-        shifted[1:] = val[:-1]
-        stay = val[cap] < val[cap - 1]
-        if stay:
-            shifted[cap] = val[cap]
-        absorbed[t] = stay
-        shifted[0] = on_vals[k] + on_cost[t] - off
-        came_from[t] = k
-        val, shifted = shifted, val
-        val += off
-    state = int(np.argmin(val))
-    best = float(val[state])
-    # Walk the schedule back to sum its numerator and denominator.
-    num = den = 0.0
-    for t in range(n - 1, -1, -1):
-        b = arr.batch[t]
-        if state == 0:
-            g = int(on_g[t])
-            prev = int(came_from[t])
-            num += b * (arr.prices[t, g] + arr.rebuild[t, prev])
-            den += arr.tokens[t, g]
-            state = prev
-        else:
-            num += b * arr.prices[t, 0]
-            den += arr.tokens[t, 0]
-            state = cap if state == cap and absorbed[t] else state - 1
-    return best, num, den
+    nxt = np.empty_like(val)
+    for t in range(on.shape[0]):
+        nxt[1:] = val[:-1]
+        if val[cap] < val[cap - 1]:  # the capped stretch absorbs
+            nxt[cap] = val[cap]
+        nxt += off[t]
+        nxt[0] = float(np.min(val + on[t]))
+        val, nxt = nxt, val
+    return float(val.min())
