@@ -449,12 +449,13 @@ def _replay_all(
                 result.policy = spec
                 results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
-    # No oracle on vLLM (UNSUPPORTED), so no regrets.
+    # No oracle and no bound on vLLM (the engine knows no true table): the yardstick
+    # is the best static run (nospec, fixed:G) among those replayed.
     result_set = ResultSet.build(
         results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
         slo=slo_from_args(args),
     )
-    Console().print(summary_table(result_set.summaries, None, title=title))
+    Console().print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
     for line in off_grid_lines(results):
         console.print(line)
     write_all(

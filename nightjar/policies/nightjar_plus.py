@@ -32,7 +32,7 @@ gamma:
   toggle starts;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and much less when the rebuild
-  is dear, since one exploring step pays all of it); a 2% hysteresis keeps the
+  is dear, since one exploring step pays all of it); a 1% hysteresis keeps the
   current arm against near-ties;
 - objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
   lengths whose lookahead the free blocks cannot hold are never chosen (off by
@@ -55,7 +55,7 @@ from nightjar.policies.registry import register
 from nightjar.policies.step_times import Basis, NeutralBasis, ProfileBasis, StepModel
 
 EXPLORE = 0.01
-HYSTERESIS = 0.02
+HYSTERESIS = 0.01
 ACCEPT_ALPHA = 0.05
 SWITCH_ALPHA = 0.3
 RUN_ALPHA = 0.2

@@ -99,6 +99,7 @@ class Recorder:
         self.prompt_at = np.full(num_requests, -1.0)  # half-step key of the prefill
         self.prompt_tokens = np.zeros(num_requests, dtype=np.float64)
         self.data = Trajectory()
+        self.played_gammas: list[int] = []  # the batch gamma each decode step ran
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
 
     def prefilled(self, rids: np.ndarray, tokens: np.ndarray, decode_step: bool) -> None:
@@ -151,6 +152,7 @@ class Recorder:
             per = np.cumsum(reach, axis=1)
             played = float(per[np.arange(n), np.minimum(gammas, self.gamma_max)].sum())
         d = self.data
+        self.played_gammas.append(top)
         d.batch.append(n)
         d.step_s.append(step_s)
         d.played.append(played)
@@ -206,7 +208,35 @@ class Recorder:
             return {"expected_ptl_s": math.nan, "bound_ptl_s": math.nan}
         b = np.asarray(d.batch, dtype=np.float64)
         own = float(np.dot(b, d.step_s) / np.sum(d.played))
-        return {"expected_ptl_s": own, "bound_ptl_s": bound_ptl_s(d)}
+        out = {"expected_ptl_s": own, "bound_ptl_s": bound_ptl_s(d)}
+        out.update(decision_excess(d, self.played_gammas))
+        return out
+
+
+# Decision windows (decode steps) of the excess curve: how long a wrong prior misleads.
+EXCESS_WINDOWS = ((0, 100), (100, 300), (300, 1000), (1000, 3000), (3000, None))
+
+
+def decision_excess(d: Trajectory, played: list[int]) -> dict[str, float]:
+    """Per window of decisions, the token-weighted mean excess (%) of the chosen gamma's
+    per-token price over the step's cheapest (rebuilds aside): ``excess_pct_LO_HI``.
+    A window the run did not reach is NaN."""
+    prices = np.vstack(d.prices)
+    tokens = np.vstack(d.tokens)
+    played_tokens = np.asarray(d.played, dtype=np.float64)
+    fixed = np.asarray(d.fixed, dtype=np.float64) / played_tokens
+    per_token = prices / tokens + fixed[:, None]
+    steps = np.arange(per_token.shape[0])
+    chosen = per_token[steps, np.minimum(np.asarray(played), per_token.shape[1] - 1)]
+    excess = chosen / per_token.min(axis=1) - 1.0
+    weight = np.asarray(d.batch, dtype=np.float64) * played_tokens
+    out = {}
+    for lo, hi in EXCESS_WINDOWS:
+        sl = slice(lo, hi)
+        w = weight[sl]
+        key = f"excess_pct_{lo}_{hi if hi is not None else 'end'}"
+        out[key] = float(np.dot(w, excess[sl]) / w.sum() * 100.0) if w.size else math.nan
+    return out
 
 
 def bound_ptl_s(d: Trajectory) -> float:
