@@ -47,7 +47,7 @@ import numpy as np
 
 from nightjar.profile.model import load_profile
 from nightjar.results.metrics import summarize
-from nightjar.results.regret import regret
+from nightjar.results.regret import bound_regret_pct, is_static, per_token_latency, regret
 from nightjar.results.stats import Interval, mean_interval
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
 from nightjar.sim.runner import request_acceptance
@@ -90,6 +90,7 @@ OFFLOAD_EXTRA: tuple[Run, ...] = (
 # group's nightjar+ and oracle under the "priors" section.
 PRIOR_RUNS: tuple[Run, ...] = (
     ("nightjar+ @scale:0.7", "nightjar+", "scale:0.7", False),
+    ("nightjar+ @scale:1.3", "nightjar+", "scale:1.3", False),
     ("nightjar+ @spec-scale:0.7", "nightjar+", "spec-scale:0.7", False),
     ("nightjar+ @none", "nightjar+", "none", False),
     ("dsd", "dsd", "exact", False),
@@ -183,6 +184,11 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
         c = dataclasses.replace(cfg, offload=offload)
         results[label] = simulate(trace, profile, spec, c, None, alpha, prior=prior)
     oracle = results.get("oracle")
+    # The hindsight-best static run of the group (exact prior, no elastic memory).
+    statics = [res for (label, spec, prior, offload), res in
+               zip(g.runs, results.values(), strict=True)
+               if is_static(spec) and prior == "exact" and not offload]
+    best_static = min((per_token_latency(r) for r in statics), default=math.nan)
     prior_labels = {r[0] for r in PRIOR_RUNS}
     has_priors = g.section == "dynamic" and any(label.startswith("nightjar+ @")
                                                 for label in results)
@@ -190,6 +196,7 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
     for label, res in results.items():
         s = summarize(res)
         reg = regret(res, oracle).percent if oracle is not None else math.nan
+        gain = (1.0 - per_token_latency(res) / best_static) * 100.0
         sections = [g.section]
         if has_priors and label in prior_labels:
             sections = ["priors"]
@@ -199,7 +206,8 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
             "section": section, "trace": g.trace, "profile": g.profile, "seed": g.seed,
             "run": label, "throughput_tok_s": s.throughput_tok_s, "e2e_s_mean": s.e2e_s.mean,
             "ttft_s_mean": s.ttft_s.mean, "tpot_ms_mean": s.tpot_s.mean * 1e3,
-            "preemptions": float(s.preemptions), "regret_pct": reg,
+            "preemptions": float(s.preemptions), "regret_bound_pct": bound_regret_pct(res),
+            "gain_static_pct": gain, "step_oracle_pct": reg,
             "mean_gamma": s.mean_gamma, "offloads": res.extra.get("offloads", 0.0),
             "requests": float(len(trace)), "wall_s": res.extra.get("wall_s", math.nan),
         } for section in sections]
@@ -329,8 +337,8 @@ def verdict(rows: Sequence[dict[str, float | str]], a: str, b: str, metric: str,
 def policy_table(rows: Sequence[dict[str, float | str]]) -> list[str]:
     runs = list(dict.fromkeys(str(r["run"]) for r in rows))
     head = ("| run | tok/s | vs fixed:3 % | mean E2E s | E2E vs nospec % | mean TTFT s "
-            "| regret % | mean gamma |")
-    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "| regret vs bound % | gain vs static % | mean gamma |")
+    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     has_f3 = "fixed:3" in runs
     has_ns = "nospec" in runs
     for run in runs:
@@ -342,7 +350,8 @@ def policy_table(rows: Sequence[dict[str, float | str]]) -> list[str]:
             f"{fmt(interval(rows, run, 'e2e_s_mean'), '{:.2f}')} | "
             f"{fmt(vs_ns, signed=True) if vs_ns else '-'} | "
             f"{fmt(interval(rows, run, 'ttft_s_mean'), '{:.3f}')} | "
-            f"{fmt(interval(rows, run, 'regret_pct'), '{:.2f}')} | "
+            f"{fmt(interval(rows, run, 'regret_bound_pct'), '{:.2f}')} | "
+            f"{fmt(interval(rows, run, 'gain_static_pct'), '{:.2f}')} | "
             f"{fmt(interval(rows, run, 'mean_gamma'), '{:.2f}')} |"
         )
     return out
@@ -579,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     flat = []
     for (section, trace, profile), sub in by_key(rows).items():
         for run in dict.fromkeys(str(r["run"]) for r in sub):
-            for metric in ("throughput_tok_s", "e2e_s_mean", "ttft_s_mean", "regret_pct"):
+            for metric in ("throughput_tok_s", "e2e_s_mean", "ttft_s_mean", "regret_bound_pct",
+                           "gain_static_pct", "step_oracle_pct"):
                 iv = interval(sub, run, metric)
                 flat.append({"section": section, "trace": trace, "profile": profile, "run": run,
                              "metric": metric, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi,
