@@ -96,7 +96,7 @@ RESIDUAL_PRIOR = 10.0
 # overrule the prior, tuned with the rest: experiments/tune_nightjar_plus.py).
 PRECISION_SCALE = 1.0
 # No prediction below this fraction of the smallest step observed.
-FLOOR_FRACTION = 0.5
+FLOOR_FRACTION = 0.1
 
 Bucket = tuple[int, int]  # (batch-size bucket, context bucket)
 
