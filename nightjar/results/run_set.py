@@ -54,6 +54,9 @@ class ResultSet:
     # The longest speculation the engine allowed (the report's gamma axes); None:
     # unknown, the report uses the largest gamma any run used.
     gamma_max: int | None = None
+    # Whether elastic draft memory was on (--offload); None: unknown. The report says
+    # why no memory timeline is drawn when no run moved its draft.
+    offload: bool | None = None
 
     @classmethod
     def build(
@@ -64,6 +67,7 @@ class ResultSet:
         slo: Slo | None = None,
         oracle_policy: str | None = ORACLE,
         gamma_max: int | None = None,
+        offload: bool | None = None,
     ) -> ResultSet:
         """Summarize every run once and take regrets against the oracle runs.
 
@@ -90,7 +94,7 @@ class ResultSet:
                     yardsticks=yardsticks(result, statics.get((result.seed, result.trace), [])),
                 )
             )
-        return cls(tuple(runs), slo, title, gamma_max)
+        return cls(tuple(runs), slo, title, gamma_max, offload)
 
     @property
     def results(self) -> list[RunResult]:
