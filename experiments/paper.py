@@ -174,8 +174,9 @@ def intervals(rows: Sequence[Row]) -> list[Row]:
     flat: list[Row] = []
     for (section, trace, profile), sub in pt.by_key(rows).items():
         for run in dict.fromkeys(str(r["run"]) for r in sub):
-            for metric in ("throughput_tok_s", "e2e_s_mean", "ttft_s_mean", "regret_pct",
-                           "gamma_switches", "gamma_toggles"):
+            for metric in ("throughput_tok_s", "e2e_s_mean", "ttft_s_mean", "regret_bound_pct",
+                           "gain_static_pct", "step_oracle_pct", "gamma_switches",
+                           "gamma_toggles"):
                 iv = pt.interval(sub, run, metric)
                 flat.append({"section": section, "trace": trace, "profile": profile,
                              "run": run, "metric": metric, "mean": iv.mean, "lo": iv.lo,

@@ -20,7 +20,7 @@ from typing import Any
 from nightjar.config import RunConfig
 from nightjar.profile.model import load_profile
 from nightjar.results.metrics import summarize
-from nightjar.results.regret import regret
+from nightjar.results.regret import bound_regret_pct, is_static, per_token_latency, regret
 from nightjar.sim import OnUnfit, simulate_many
 from nightjar.trace.model import Trace, load_trace
 
@@ -87,6 +87,7 @@ OFFLOAD_EXTRA: tuple[Run, ...] = (
 # group's nightjar+ and oracle under the "priors" section.
 PRIOR_RUNS: tuple[Run, ...] = (
     ("nightjar+ @scale:0.7", "nightjar+", "scale:0.7", False),
+    ("nightjar+ @scale:1.3", "nightjar+", "scale:1.3", False),
     ("nightjar+ @spec-scale:0.7", "nightjar+", "spec-scale:0.7", False),
     ("nightjar+ @none", "nightjar+", "none", False),
     ("dsd", "dsd", "exact", False),
@@ -194,6 +195,9 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
                              on_unfit=OnUnfit(cfg.on_unfit), prior=cfg.prior)
         results.update({r[0]: res for r, res in zip(runs, sims, strict=True)})
     oracle = results.get("oracle")
+    # The hindsight-best static run of the group (exact prior, no elastic memory).
+    best_static = min((per_token_latency(results[r[0]]) for r in g.runs
+                       if is_static(r[1]) and r[2] == "exact" and not r[3]), default=math.nan)
     prior_labels = {r[0] for r in PRIOR_RUNS}
     has_priors = g.section == "dynamic" and any(label in prior_labels for label in results)
     rows: list[dict[str, float | str]] = []
@@ -209,7 +213,9 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
             "run": label, "throughput_tok_s": s.throughput_tok_s, "e2e_s_mean": s.e2e_s.mean,
             "ttft_s_mean": s.ttft_s.mean, "tpot_ms_mean": s.tpot_s.mean * 1e3,
             "preemptions": s.preemptions,
-            "regret_pct": regret(res, oracle).percent if oracle is not None else math.nan,
+            "regret_bound_pct": bound_regret_pct(res),
+            "gain_static_pct": (1.0 - per_token_latency(res) / best_static) * 100.0,
+            "step_oracle_pct": regret(res, oracle).percent if oracle is not None else math.nan,
             "mean_gamma": s.mean_gamma, "gamma_switches": s.gamma_switches,
             "gamma_toggles": s.gamma_toggles, "offloads": int(res.extra.get("offloads", 0)),
             "rejected_requests": int(res.extra.get("rejected_requests", 0)),
@@ -259,7 +265,8 @@ def runs_of(section: str, trace: str, profile: str) -> tuple[Run, ...]:
 
 def commands(section: str, trace: str, profile: str, seeds: int) -> list[str]:
     """The ``nightjar sim`` commands that re-run a table's rows, one per (prior, offload);
-    the command with the oracle also gives the regrets (the others: ``--no-oracle``)."""
+    the command with the oracle also gives the step-oracle column (the others:
+    ``--no-oracle``); every run carries its regret vs the bound."""
     out = []
     for (prior, offload), runs in by_setting(runs_of(section, trace, profile)).items():
         specs = [r[1] for r in runs if r[1] != "oracle"]

@@ -115,8 +115,8 @@ def against(iv: Interval, target: float, higher: bool) -> str:
 def policy_table(rows: Sequence[Row]) -> list[str]:
     runs = list(dict.fromkeys(str(r["run"]) for r in rows))
     head = ("| run | tok/s | vs fixed:3 % | mean E2E s | E2E vs nospec % | mean TTFT s "
-            "| regret % | mean gamma | switches | toggles |")
-    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| regret vs bound % | gain vs static % | mean gamma | switches | toggles |")
+    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     has_f3, has_ns = "fixed:3" in runs, "nospec" in runs
     for run in runs:
         vs_f3 = paired(rows, run, "fixed:3", "throughput_tok_s") if has_f3 else None
@@ -127,7 +127,8 @@ def policy_table(rows: Sequence[Row]) -> list[str]:
             f"{fmt(interval(rows, run, 'e2e_s_mean'), '{:.2f}')} | "
             f"{fmt(vs_ns, signed=True) if vs_ns else '-'} | "
             f"{fmt(interval(rows, run, 'ttft_s_mean'), '{:.3f}')} | "
-            f"{fmt(interval(rows, run, 'regret_pct'), '{:.2f}')} | "
+            f"{fmt(interval(rows, run, 'regret_bound_pct'), '{:.2f}')} | "
+            f"{fmt(interval(rows, run, 'gain_static_pct'), '{:.2f}')} | "
             f"{fmt(interval(rows, run, 'mean_gamma'), '{:.2f}')} | "
             f"{fmt(interval(rows, run, 'gamma_switches'), '{:.0f}')} | "
             f"{fmt(interval(rows, run, 'gamma_toggles'), '{:.0f}')} |"
@@ -138,7 +139,7 @@ def policy_table(rows: Sequence[Row]) -> list[str]:
 def command_lines(section: str, trace: str, profile: str, seeds: int) -> list[str]:
     cmds = pc.commands(section, trace, profile, seeds)
     what = "this table" if len(cmds) == 1 else f"this table ({len(cmds)} commands, one per" \
-        " prior / offload setting; only the one with the oracle gives regrets)"
+        " prior / offload setting; only the one with the oracle gives the step-oracle column)"
     return [f"Re-run {what}:", "", "```", *cmds, "```"]
 
 
@@ -466,7 +467,8 @@ def block_goal(d: Data) -> list[str]:
 
 
 def block_priors(d: Data) -> list[str]:
-    labels = ["nightjar+", "nightjar+ @scale:0.7", "nightjar+ @spec-scale:0.7",
+    labels = ["nightjar+", "nightjar+ @scale:0.7", "nightjar+ @scale:1.3",
+              "nightjar+ @spec-scale:0.7",
               "nightjar+ @none", "dsd", "dsd @spec-scale:0.7"]
     out = ["| table | metric | " + " | ".join(f"`{x}`" for x in labels) + " |",
            "|---|---|" + "---:|" * len(labels)]
@@ -476,12 +478,12 @@ def block_priors(d: Data) -> list[str]:
         for profile in pc.OURS:
             rows = d.table("priors", trace, profile)
             cells = [f"{fmt(interval(rows, x, metric), f)} (regret "
-                     f"{fmt(interval(rows, x, 'regret_pct'), signed=True)}%)" for x in labels]
+                     f"{fmt(interval(rows, x, 'regret_bound_pct'), signed=True)}%)" for x in labels]
             out.append(f"| {trace} / {profile_name(profile)} | {name} | " + " | ".join(cells)
                        + " |")
-    regrets = {x: [interval(d.table("priors", t, p), x, "regret_pct").mean
+    regrets = {x: [interval(d.table("priors", t, p), x, "regret_bound_pct").mean
                    for t in pc.PRIOR_TRACES for p in pc.OURS] for x in labels}
-    out += ["", "Mean regret against the oracle, over these four tables: " + "; ".join(
+    out += ["", "Mean regret against the bound, over these four tables: " + "; ".join(
         f"`{x}` {signed(min(v))} to {signed(max(v))}%" for x, v in regrets.items()) + ".",
         "", *_command(d, "priors", "burst", pc.OURS[0])]
     return out

@@ -29,7 +29,7 @@ from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.results.metrics import Summary
-from nightjar.results.regret import Regret
+from nightjar.results.regret import Regret, Yardsticks
 from nightjar.results.run_set import ResultSet
 from nightjar.trace.model import Trace, load_trace
 
@@ -108,7 +108,12 @@ class Results(Sequence[RunResult]):
         return self.result_set().summaries
 
     def regrets(self) -> dict[str, Regret] | None:
+        """Per-token latency against the per-step oracle run (a reference, not a bound)."""
         return self.result_set().regrets
+
+    def yardsticks(self) -> dict[str, Yardsticks]:
+        """Regret vs the bound and gain vs the best static run, by policy."""
+        return self.result_set().yardsticks
 
     def frame(self, per: str = "run") -> pd.DataFrame:
         """:func:`results_frame` of these runs (``per`` = run, request or step)."""
@@ -232,8 +237,9 @@ def simulate(
     arrivals and per-request acceptance rates; deterministic for ``seed``. The other
     settings are ``nightjar sim``'s flags, with the same defaults
     (:class:`nightjar.config.RunConfig`; ``rate_scale`` multiplies the trace's
-    request rate); as there, the oracle runs unless
-    ``oracle=False``, and its run gives the frame its regret columns.
+    request rate); as there, the oracle runs unless ``oracle=False``, and its run
+    gives the frame its ``step_oracle_pct`` column; every simulated run carries
+    ``regret_bound_pct`` (:mod:`nightjar.results.regret`).
     """
     from nightjar.sim import OnUnfit, check_policies, servable, simulate_many
 
@@ -273,12 +279,14 @@ def results_frame(
 
     ``per="run"`` (default): one row per run, every summary column
     (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``,
-    ``gamma_switches``, ...) and regret columns when an oracle run is among them; for a
-    sweep read back by :func:`load_run`, its table. ``per="request"``: one row per
-    request of every run (``ttft_s``, ``tpot_s``, ``e2e_s``, ...); ``per="step"``: one
-    row per engine step. Every row names its run (``policy``, ``engine``, ``trace``,
-    ``profile``, ``seed``), so ``px.ecdf(results_frame(r, per="request"), x="tpot_s",
-    color="policy")`` draws without glue. Counts are ints.
+    ``gamma_switches``, ...) and the yardstick columns (``regret_bound_pct``,
+    ``gain_static_pct`` against ``static_yardstick``, ``step_oracle_pct`` with an
+    oracle run); for a sweep read back by :func:`load_run`, its table.
+    ``per="request"``: one row per request of every run (``ttft_s``, ``tpot_s``,
+    ``e2e_s``, ...); ``per="step"``: one row per engine step. Every row names its run
+    (``policy``, ``engine``, ``trace``, ``profile``, ``seed``), so
+    ``px.ecdf(results_frame(r, per="request"), x="tpot_s", color="policy")`` draws
+    without glue. Counts are ints.
     """
     from nightjar.results.frames import PER, request_frame, step_frame
     from nightjar.results.write import summary_row

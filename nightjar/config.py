@@ -70,7 +70,8 @@ class RunConfig:
         "--gamma-max", "longest speculation a policy may choose"))
     prior: str = field(default="exact", metadata=_flag(
         "--prior", "latency table the policies plan with: exact (the simulated profile), none,"
-        " scale:F, spec-scale:F or a profile; the oracle always uses the exact one"))
+        " scale:F, spec-scale:F, batch-scale:S,L or a profile; the oracle always uses the"
+        " exact one"))
     draft_kv: str = field(default=DEFAULT_DRAFT_KV, metadata=_flag(
         "--draft-kv", "at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip the"
         " draft and rebuild its KV later"))

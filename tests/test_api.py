@@ -72,7 +72,8 @@ def test_simulate_matches_the_engine_and_frames_every_run() -> None:
     assert [r.policy for r in res] == ["nospec", "fixed:2", "oracle"]
     assert res["fixed:2"] is res[1]
     frame = nightjar.results_frame(res)
-    assert {"regret_pct", "slo_attainment", "goodput_req_s"} <= set(frame.columns)
+    assert {"step_oracle_pct", "regret_bound_pct", "gain_static_pct", "slo_attainment",
+            "goodput_req_s"} <= set(frame.columns)
     plain = nightjar.results_frame(list(res.runs))  # a plain list of runs works too
     assert plain["throughput_tok_s"].tolist() == frame["throughput_tok_s"].tolist()
     assert type(res.figure()).__name__ == "Figure"

@@ -10,9 +10,15 @@ import pytest
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import load_profile
-from nightjar.profile.priors import ScaledLatency, SpecScaledLatency, parse_prior
+from nightjar.profile.priors import (
+    BatchScaledLatency,
+    ScaledLatency,
+    SpecScaledLatency,
+    parse_prior,
+)
 from nightjar.results.multiseed import aggregate, beats, verdicts
 from nightjar.sim import OnUnfit, SimConfig, simulate
+from nightjar.sim.runner import policy_env
 from nightjar.trace.model import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -70,6 +76,28 @@ def test_priors_scale_the_table() -> None:
         parse_prior("scale:", p)
 
 
+def test_batch_scale_is_wrong_one_way_at_small_batches_and_the_other_at_large() -> None:
+    p = load_profile(RTX)
+    prior = parse_prior("batch-scale:1.3,0.8", p)
+    assert isinstance(prior, BatchScaledLatency)
+    for b, f in ((1, 1.3), (8, 1.3), (64, 0.8), (256, 0.8)):
+        assert prior.step_time_s(b, 2, 512.0) == pytest.approx(f * p.step_time_s(b, 2, 512.0))
+    # Between 8 and 64 the factor moves log-linearly: halfway (in log B) at B = 22.6.
+    assert 0.8 < prior.factor(16) < prior.factor(9) < 1.3
+    assert prior.factor(23) == pytest.approx(1.05, abs=0.01)
+    for bad in ("batch-scale:1.3", "batch-scale:1.3,0", "batch-scale:a,b"):
+        with pytest.raises(NightjarInputError):
+            parse_prior(bad, p)
+
+
+def test_prior_none_gives_the_policies_no_acceptance_rate_either() -> None:
+    trace, p = load_trace("steady_low"), load_profile(RTX)
+    assert policy_env(trace, p, SimConfig(), "exact").acceptance_prior == 0.55
+    none = policy_env(trace, p, SimConfig(), "none")
+    assert none.latency is None and none.acceptance_prior is None
+    assert none.truth is p  # the yardstick still knows the hardware
+
+
 def test_the_oracle_plans_with_the_exact_profile_whatever_the_prior() -> None:
     trace, p = load_trace("steady_low"), load_profile(RTX)
     exact = simulate(trace, p, "oracle", SimConfig(seed=1))
@@ -112,7 +140,9 @@ def test_multiseed_verdicts_need_separated_intervals() -> None:
         for policy, value in (("a", a), ("b", b), ("c", c)):
             rows.append({"seed": seed, "policy": policy, "throughput_tok_s": value,
                          "e2e_s_mean": 1.0, "ttft_s_mean": 1.0, "tpot_ms_mean": 1.0,
-                         "preemptions": 0.0, "regret_pct": float("nan")})
+                         "preemptions": 0.0, "spec_time_share": 0.0,
+                         "regret_bound_pct": float("nan"), "gain_static_pct": float("nan"),
+                         "step_oracle_pct": float("nan")})
     agg = aggregate(rows)
     assert beats(agg, "a", "b", "throughput_tok_s")
     assert not beats(agg, "a", "c", "throughput_tok_s")  # c's interval overlaps a's

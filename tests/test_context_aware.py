@@ -84,15 +84,17 @@ def test_profile_less_nightjar_plus_learns_speculation_at_long_contexts_only(
     assert np.mean([g > 0 for g in late_long]) > 0.9
 
 
-def test_batch_keyed_ablation_cannot_tell_the_contexts_apart(h100: Profile) -> None:
-    # The same run keyed on batch alone gives both contexts one answer most of the
-    # time: it is the context key that separates them.
+def test_batch_keyed_cells_still_tell_the_contexts_apart_through_the_model(
+    h100: Profile,
+) -> None:
+    # Keyed on batch alone, the cells mix both contexts; the step model's own context
+    # feature (B * context: the KV the step reads) still separates them, so the
+    # ablation now isolates the cells, not the model's knowledge of context.
     pol = NightjarPlusPolicy(PolicyEnv(gamma_max=4, seed=3, acceptance_prior=ALPHA),
                              by_context=False)
     seen = learn(pol, h100, 4000)
-    short_on = np.mean([g > 0 for g in seen[SHORT][-500:]])
-    long_on = np.mean([g > 0 for g in seen[LONG][-500:]])
-    assert abs(short_on - long_on) < 0.5
+    assert np.mean([g == 0 for g in seen[SHORT][-500:]]) > 0.9
+    assert np.mean([g > 0 for g in seen[LONG][-500:]]) > 0.9
 
 
 def test_with_the_profile_as_prior_it_speculates_at_long_contexts_only(h100: Profile) -> None:

@@ -93,8 +93,9 @@ def test_load_run_reads_a_multi_seed_run(tmp_path: Path, fmt: str) -> None:
     for row in seeds.itertuples():
         mine = frame[(frame["seed"] == row.seed) & (frame["policy"] == row.policy)].iloc[0]
         assert mine["throughput_tok_s"] == pytest.approx(row.throughput_tok_s, rel=1e-12)
-    regret = frame[frame["policy"] != "oracle"]["regret_pct"]
+    regret = frame[frame["policy"] != "oracle"]["step_oracle_pct"]
     assert regret.notna().all()  # each seed's oracle is found in its own seed folder
+    assert (frame["regret_bound_pct"] >= 0.0).all()
     requests = nightjar.results_frame(back, per="request")
     assert sorted(set(requests["seed"])) == [0, 1, 2]
 

@@ -19,7 +19,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.report.folder import write_all
 from nightjar.report.terminal import summary_table
 from nightjar.results.metrics import summarize
-from nightjar.results.regret import per_token_latency, regret, regret_curve
+from nightjar.results.regret import Yardsticks, per_token_latency, regret, regret_curve
 from nightjar.results.run_set import ResultSet
 from nightjar.results.write import (
     MARKER,
@@ -179,10 +179,15 @@ def test_write_run_and_comparison_columns(tmp_path: Path) -> None:
     steps = pd.read_csv(paths[1])
     assert {"time_s", "batch_size", "gamma", "draft_state", "kv_total_blocks"} <= set(steps)
     summary = json.loads(paths[2].read_text())
-    assert summary["regret_pct"] == pytest.approx(100.0) and summary["policy"] == "fixed:2"
+    assert summary["step_oracle_pct"] == pytest.approx(100.0) and summary["policy"] == "fixed:2"
+    # A hand-made run has no bound (only the simulator computes one); fixed:2 is the
+    # only static run, so it is its own static yardstick.
+    assert summary["regret_bound_pct"] is None  # NaN is written as null
+    assert summary["static_yardstick"] == "fixed:2" and summary["gain_static_pct"] == 0.0
     table = pd.read_csv(write_summary_csv(results, out))
     assert list(table["slug"]) == ["fixed-2", "oracle"]
-    assert {"throughput_tok_s", "e2e_s_p99", "switches_per_min", "regret_pct"} <= set(table)
+    assert {"throughput_tok_s", "e2e_s_p99", "switches_per_min", "step_oracle_pct",
+            "regret_bound_pct", "gain_static_pct", "static_yardstick"} <= set(table)
 
 
 def test_out_dir_refusal_and_reuse(tmp_path: Path) -> None:
@@ -217,8 +222,8 @@ def test_unwritable_out_dir(tmp_path: Path) -> None:
 
 def test_summary_table_fits_120_columns_and_narrows_legibly() -> None:
     runs = [hand_run("schedule:1-16:3,17-64:1,65-:0"), hand_run("nightjar")]
-    regrets = {r.policy: regret(r, hand_run("oracle", 0.5)) for r in runs}
-    table = summary_table([summarize(r) for r in runs], regrets)
+    yards = {r.policy: Yardsticks(r.policy, 0.1, 100.0, "fixed:1", -5.0) for r in runs}
+    table = summary_table([summarize(r) for r in runs], yards)
     texts = {}
     for width in (120, 80):
         console = Console(file=io.StringIO(), width=width, color_system=None)
@@ -227,16 +232,18 @@ def test_summary_table_fits_120_columns_and_narrows_legibly() -> None:
         assert max(len(line) for line in texts[width].splitlines()) <= width
         assert "…" not in texts[width] and "nightjar" in texts[width]
     assert "mean/p99" in texts[120] and "1.33/1.98" in texts[120] and "3/4" in texts[120]
-    assert "loads" in texts[120] and "100" in texts[120]  # offloads and regret columns
+    # offloads, regret and gain columns, and the caption naming the yardsticks
+    assert "loads" in texts[120] and "100" in texts[120] and "-5.00" in texts[120]
+    assert "bound" in texts[120] and "fixed:1" in texts[120]
     assert "mean/p99" not in texts[80] and "1.33" in texts[80]
     assert "loads" in texts[80] and "100" in texts[80]  # no column cropped at 80
 
 
 def test_short_policy_names_do_not_fold_at_80_columns() -> None:
     runs = [hand_run(p) for p in ("nospec", "nightjar-code", "nightjar+")]
-    regrets = {r.policy: regret(r, hand_run("oracle", 0.5)) for r in runs}
+    yards = {r.policy: Yardsticks(r.policy, 0.1, 1.0, "nospec", 2.0) for r in runs}
     console = Console(file=io.StringIO(), width=80, color_system=None)
-    console.print(summary_table([summarize(r) for r in runs], regrets))
+    console.print(summary_table([summarize(r) for r in runs], yards))
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "nightjar-code" in text and "nightjar+" in text and "loads" in text

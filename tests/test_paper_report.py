@@ -92,6 +92,7 @@ def test_the_command_under_a_table_re_runs_its_rows(tmp_path: Path, committed: t
             and int(r["seed"]) < 2}
     assert set(got) == set(want)
     for key, row in want.items():
-        for metric in ("throughput_tok_s", "e2e_s_mean", "ttft_s_mean", "regret_pct"):
+        for metric in ("throughput_tok_s", "e2e_s_mean", "ttft_s_mean", "regret_bound_pct",
+                       "step_oracle_pct"):
             assert float(got[key][metric]) == pytest.approx(float(row[metric]), rel=1e-9), (
                 key, metric)

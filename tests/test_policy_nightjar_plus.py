@@ -23,12 +23,24 @@ def _modes(trace_batch: list[int], trace_gamma: list[int], start: int) -> dict[i
     return out
 
 
+def _cost(b: int, g: int) -> float:
+    return LAT.step_time_s(b, g, 512.0) / expected_tokens(0.8, g)
+
+
 @pytest.mark.parametrize("profiled", [True, False])
 def test_converges_to_the_best_gamma_per_batch_size(profiled: bool) -> None:
     env = PolicyEnv(gamma_max=4, seed=0, latency=LAT if profiled else None)
     pol = make_policy("nightjar+", env)
     trace = run_loop(pol, LAT, lambda t: SIZES[(t // 25) % 4], lambda t, b: [0.8] * b, 6000)
-    assert _modes(trace.batch, trace.gamma, 3000) == {b: LAT.best_gamma(b, 0.8) for b in SIZES}
+    modes = _modes(trace.batch, trace.gamma, 3000)
+    if profiled:
+        assert modes == {b: LAT.best_gamma(b, 0.8) for b in SIZES}
+    else:
+        # Learned from scratch, a near-tie may settle on either side (at B = 32 gamma
+        # 1 and 2 are 1.2% apart): the choice must cost within 2% of the best.
+        for b, g in modes.items():
+            best = LAT.best_gamma(b, 0.8)
+            assert _cost(b, g) <= 1.02 * _cost(b, best), (b, g, best)
 
 
 def test_heterogeneous_rates_are_priced_per_gamma() -> None:

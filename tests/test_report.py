@@ -144,7 +144,8 @@ def test_report_self_contained_names_policies_and_small(tmp_path: Path) -> None:
     for spec in [*SPECS, "oracle"]:
         assert spec in text
     assert "A &lt;test&gt;" in text  # the title is escaped
-    assert "cumulative regret vs oracle" in text and "Regret % = per-token" in text
+    assert "cumulative per-token latency vs oracle" in text
+    assert "a reference, not a bound" in text
     # decision, bars, regret curves, memory, latency, over time
     assert text.count("Plotly.newPlot(") == 6
     size = path.stat().st_size

@@ -136,8 +136,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--profile",
         default=None,
-        help="step-time prior for nightjar+/dsd: a profile (bundled name or JSON) or a "
-        "step table measured by an earlier live run (DIR/<policy>/step_table.json)",
+        help="step-time prior for nightjar+/dsd: a profile (bundled name or JSON), a "
+        "step table measured by an earlier live run (DIR/<policy>/step_table.json), or "
+        "roofline:GPU (the roofline of this target and draft on a catalogue GPU, "
+        "nightjar profile --list); without one nightjar+ learns from a neutral shape",
     )
     p.add_argument(
         "--alias-draft",
@@ -233,6 +235,30 @@ def _check_policies(specs: list[str], gamma_max: int) -> None:
         if name in UNSUPPORTED:
             raise NightjarInputError(f"policy {spec!r} cannot run on vLLM: {UNSUPPORTED[name]}")
         make_policy(spec, PolicyEnv(gamma_max=gamma_max, per_request=False))
+
+
+def roofline_prior(gpu: str, target: str, draft: str | None) -> str:
+    """``--profile roofline:GPU``: the roofline profile of this pair on a catalogue GPU,
+    written to a temporary file (the engine core loads its prior by path). A model
+    the roofline cannot read (no ``config.json``, an unsupported architecture) is a
+    one-line error."""
+    import json
+    import tempfile
+
+    from nightjar.roofline.hardware import get_gpu
+    from nightjar.roofline.model import build_profile
+    from nightjar.roofline.model_config import load_model_config
+
+    if draft is None:
+        raise NightjarInputError("--profile roofline:GPU needs a draft model (--draft)")
+    data = build_profile(
+        get_gpu(gpu), load_model_config(target), load_model_config(draft),
+        command=f"nightjar live --profile roofline:{gpu}",
+    )
+    fd, path = tempfile.mkstemp(prefix="nightjar-roofline-", suffix=".json")
+    with open(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    return path
 
 
 def _check_profile(name: str | None) -> str | None:
@@ -354,7 +380,8 @@ def run(args: argparse.Namespace) -> int:
     args.rate_scale = rate_scale_of(args)
     # Flag checks before the model checks: they need nothing on disk.
     memory = memory_settings(args)
-    profile = _check_profile(args.profile)
+    roofline = args.profile is not None and args.profile.startswith("roofline:")
+    profile = None if roofline else _check_profile(args.profile)
     reload_cost = _reload_cost(args, profile, memory)
     if args.tensor_parallel_size < 1:
         raise NightjarInputError(
@@ -371,6 +398,10 @@ def run(args: argparse.Namespace) -> int:
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
     # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
     vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
+    if roofline:
+        # Needs the models' config.json, so it is built once they are resolved.
+        profile = _check_profile(roofline_prior(args.profile.partition(":")[2], target, draft))
+        reload_cost = _reload_cost(args, profile, memory)
     default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
@@ -462,12 +493,13 @@ def _replay_all(
                 result.policy = spec
                 results.append(result)
     title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
-    # No oracle on vLLM (UNSUPPORTED), so no regrets.
+    # No oracle and no bound on vLLM (the engine knows no true table): the yardstick
+    # is the best static run (nospec, fixed:G) among those replayed.
     result_set = ResultSet.build(
         results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
         slo=slo_from_args(args), offload=args.offload == "on",
     )
-    Console().print(summary_table(result_set.summaries, None, title=title))
+    Console().print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
     for line in off_grid_lines(results):
         console.print(line)
     write_all(

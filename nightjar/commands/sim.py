@@ -137,7 +137,7 @@ def _one_seed(
 
     title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
     result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
-    console.print(summary_table(result_set.summaries, result_set.regrets, title=title))
+    console.print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
     write_all(
         result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
         fmt=args.format,
@@ -154,7 +154,7 @@ def _many_seeds(
     import dataclasses
 
     from nightjar.report.folder import write_all
-    from nightjar.report.terminal import interval_table
+    from nightjar.report.terminal import interval_table, yardstick_caption
     from nightjar.results.multiseed import (
         aggregate,
         seed_rows,
@@ -164,6 +164,7 @@ def _many_seeds(
     from nightjar.trace.model import load_trace
 
     rows = []
+    yards: dict[str, Any] = {}
     last = args.seed + args.seeds - 1
     for seed in range(args.seed, last + 1):
         trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed).rate_scaled(
@@ -171,7 +172,9 @@ def _many_seeds(
         cfg_s = dataclasses.replace(plan.cfg, seed=seed)
         title = _title(args, trace_s, plan.profile, f"seed {seed}")
         result_set = _simulate(args, plan, trace_s, cfg_s, title, slo)
-        rows += seed_rows(seed, result_set.summaries, result_set.regrets)
+        rows += seed_rows(seed, result_set.summaries, result_set.regrets, result_set.yardsticks)
+        for y in result_set.yardsticks.values():
+            yards.setdefault(f"{y.policy}@{seed}", y)
         write_all(
             result_set, out / f"seed-{seed}", force=True,
             report=not args.no_report and seed == args.seed, report_cdn=args.report_cdn,
@@ -180,7 +183,7 @@ def _many_seeds(
     agg = aggregate(rows)
     write_seed_files(rows, agg, out, args.format)
     title = _title(args, plan.trace, plan.profile, f"seeds {args.seed}..{last}, mean ± 95% CI")
-    console.print(interval_table(agg, title=title))
+    console.print(interval_table(agg, title=title, caption=yardstick_caption(yards) or None))
     for key in ("throughput_tok_s", "e2e_s_mean"):
         for line in verdicts(agg, key):
             console.print(line)

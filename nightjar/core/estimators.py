@@ -197,3 +197,40 @@ class PrefillCost:
         """``step_s`` less the estimated prefill; ``None`` while nothing is learned."""
         cost = self.estimate(tokens)
         return None if cost is None else max(step_s - cost, 0.0)
+
+
+class RebuildCost:
+    """Seconds the draft's KV rebuild costs after ``lag`` missed tokens: ``c0 + r * lag``.
+
+    A rebuild is a draft prefill over the tokens it missed, flat while the prefill is
+    memory-bound and then linear, so neither a per-token rate (which turns one
+    1-token rebuild into a prohibitive price for 500 tokens) nor a constant (which
+    prices a long catch-up as a short one) fits alone. Fitted by forgetting ridge on
+    relative residuals; with rebuilds seen at one lag only, the fixed part takes the
+    cost (the prior holds the rate near 0), which errs toward turning speculation
+    back on, a mistake one rebuild corrects, rather than never turning it on.
+    Before any rebuild is seen the cost is 0.
+    """
+
+    MEMORY = 50.0  # rebuilds
+    # Prior precisions of (fixed seconds, seconds per kilotoken) on relative residuals.
+    PRECISION = (1e-8, 1e-4)
+
+    def __init__(self) -> None:
+        from nightjar.core.ridge import ForgettingRidge
+
+        self._fit = ForgettingRidge(2, 1.0 - 1.0 / self.MEMORY)
+        self._theta = (0.0, 0.0)
+        self.seen = 0
+
+    def learn(self, lag: float, cost_s: float) -> None:
+        if cost_s <= 0.0:
+            return
+        self._fit.add((1.0, lag / 1000.0), cost_s, 1.0 / (cost_s * cost_s))
+        c0, r = self._fit.solve((0.0, 0.0), self.PRECISION)
+        self._theta = (c0, r)
+        self.seen += 1
+
+    def predict(self, lag: float) -> float:
+        c0, r = self._theta
+        return max(c0 + r * lag / 1000.0, 0.0)

@@ -1,27 +1,29 @@
-"""``nightjar+``: ours. Predict each gamma's per-token latency; learn what the model misses.
+"""``nightjar+``: ours. Predict each gamma's per-token latency from one learned model
+of the hardware; choose the least.
 
 Where ``nightjar`` learns every (batch bucket, gamma) loss from scratch and spends
 a fixed share of its steps exploring, ``nightjar+`` predicts the loss of every
-gamma and learns only the prediction's error:
+gamma:
 
-    loss(B, c, g) = T(B, g, c) / tau(g) * ratio[bucket(B), bucket(c)][g]  (+ switch penalty)
+    loss(B, c, g) = T(B, g, c) / tau(g)  (+ switch penalty)
 
-- ``T``: the profile's step time when one exists (a prior), else step times
-  learned online per bucket (:mod:`nightjar.policies.step_times`);
+- ``T``: :class:`nightjar.policies.step_times.StepModel`, a linear model of the step
+  fitted online from every step that ran, globally and per (batch bucket, context
+  bucket) cell, on the prior's features when a prior exists (a profile: its scale,
+  its cost of speculating and an overhead are corrected) or on a neutral shape of
+  the step's work when none does. Evidence at one gamma moves every gamma's price,
+  and evidence at one batch size the others'. Without a prior a cell's first
+  decision measures gamma 0, and any cell that has gone long without a gamma-0 step
+  measures it once (:data:`PROBE_BELOW`): from speculating steps alone the split
+  between the target's cost and the draft's is the prior's guess;
 - ``tau(g)``: expected tokens per request, from per-gamma effective acceptance
   rates recovered by inverting the observed accepted drafts
   (:class:`nightjar.core.estimators.EffectiveAcceptance`), so a batch of unequal rates is
-  priced right at every gamma;
+  priced right at every gamma; learned from the first speculating step, starting
+  from the deployment's prior rate where it has one (``PolicyEnv.acceptance_prior``);
 - buckets: (batch-size bucket, context bucket) of the batch's mean context
   (:func:`nightjar.core.estimators.context_bucket_of`): at long contexts a decode step is
-  KV-bound even at large batches (MagicDec, arXiv 2408.11049), so the profile's
-  error and the learned step times differ by context as much as by batch size;
-- ``ratio``: per bucket and gamma, observed over predicted step cost (a ratio of
-  EMAs), correcting the profile where it is wrong. It learns only from pure
-  decode steps (``prefill_tokens == 0``); a mixed step's excess over the
-  predicted decode trains the prefill cost (:class:`nightjar.core.estimators.PrefillCost`)
-  instead, which the profile-less step times subtract. A new bucket starts from
-  its nearest neighbour's ratios;
+  KV-bound even at large batches (MagicDec, arXiv 2408.11049);
 - switch cost: turning speculation on pays C_switch, learned per missed token (the
   draft must re-read what it skipped) and predicted from the tokens emitted since
   speculation stopped, capped at the running requests' contexts; turning it off
@@ -30,13 +32,14 @@ gamma and learns only the prediction's error:
   toggle starts;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and much less when the rebuild
-  is dear, since one exploring step pays all of it); a 2% hysteresis keeps the
+  is dear, since one exploring step pays all of it); a 1% hysteresis keeps the
   current arm against near-ties;
 - objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
   lengths whose lookahead the free blocks cannot hold are never chosen (off by
   default: measured, it costs more than it saves); ``nightjar+:slo`` trades per-token
   latency below the TPOT limit for shorter steps while requests wait for one.
-Every estimate is an EMA, so the policy forgets and follows non-stationary loads.
+Every estimate forgets, so the policy follows non-stationary loads. The constants
+and why they have their values: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -44,24 +47,31 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from nightjar.core.estimators import EffectiveAcceptance, PrefillCost
+from nightjar.core.estimators import EffectiveAcceptance, RebuildCost
 from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.objective import Objective, lookahead_top, parse_objective, slo_choice
 from nightjar.policies.registry import register
-from nightjar.policies.step_times import Bucket, OnlineTimes, ProfileTimes, bucket_key, nearest
+from nightjar.policies.step_times import Basis, NeutralBasis, ProfileBasis, StepModel
 
 EXPLORE = 0.01
-HYSTERESIS = 0.02
-RATIO_ALPHA = 0.1
-RATIO_PRIOR = 20.0  # evidence units (full steps) before the profile is half-overruled
+HYSTERESIS = 0.01
 ACCEPT_ALPHA = 0.05
 SWITCH_ALPHA = 0.3
 RUN_ALPHA = 0.2
 INITIAL_ALPHA = 0.6  # acceptance before any evidence, unless the env has a prior
 INITIAL_RUN = 64.0  # steps a speculation run is assumed to last before one is seen
-# A step with this many requests counts as a full observation; smaller ones less.
+# A step with this many requests counts as a full observation of acceptance.
 EVIDENCE_BATCH = 16
+# A cell whose discounted count of gamma-0 steps fell below this (about 280 of its
+# steps since the last one, at the cell's memory of 200) measures gamma 0 once; a
+# cell never seen at gamma 0 does so at once without a prior, and after
+# PROBE_AFTER steps with one.
+PROBE_BELOW = 0.25
+# Weight of the rebuild that turning speculation off commits to (0: priced only when
+# speculation turns back on, with the lag it then has).
+OFF_COMMIT = 0.0
+PROBE_AFTER = 20.0
 
 
 class NightjarPlusPolicy:
@@ -86,23 +96,20 @@ class NightjarPlusPolicy:
         self.arms = env.gamma_max + 1
         self._rng = random.Random(env.seed)
         self._profiled = env.latency is not None
-        self._times = (
-            ProfileTimes(env.latency, env.gamma_max)
-            if env.latency is not None
-            else OnlineTimes(env.gamma_max, by_context)
+        basis: Basis = (
+            ProfileBasis(env.latency, env.gamma_max) if env.latency is not None
+            else NeutralBasis()
         )
+        self._times = StepModel(basis, env.gamma_max, by_context)
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
-        self._ratio: dict[Bucket, list[float]] = {}
-        self._prefill = PrefillCost()
-        self._sums: dict[Bucket, tuple[list[float], list[float], list[float]]] = {}
         # (context length, lag that a rebuild would re-read) of decisions whose
         # outcome has not arrived.
         self._pending: deque[tuple[float, float]] = deque(maxlen=8)
         self._current = 0
-        self._switch_rate = 0.0  # seconds of rebuild per token missed while off
+        self._rebuild = RebuildCost()  # seconds of rebuild for the tokens missed while off
         self._switch_avg = 0.0  # seconds per observed rebuild
-        self._lag = 0  # tokens emitted since speculation last ran
+        self._lag = 0  # tokens emitted or prefilled since speculation last ran
         self._run = 0  # length of the current speculation run, in steps
         self._run_len = INITIAL_RUN
         self._off_run = 0  # length of the current gamma-0 run, in steps
@@ -113,12 +120,9 @@ class NightjarPlusPolicy:
     def alpha(self) -> float:
         return self._acc.mean()
 
-    def _ratios(self, c: Bucket) -> list[float]:
-        r = self._ratio.get(c)
-        if r is None:
-            near = nearest(self._ratio, c)
-            r = self._ratio[c] = list(self._ratio[near]) if near is not None else [1.0] * self.arms
-        return r
+    def step_times(self, batch_size: int, context_len: float) -> list[float]:
+        """Predicted seconds of a decode step at every gamma (tests, diagnostics)."""
+        return self._times.times(batch_size, context_len)
 
     def losses(self, batch_size: int, context_len: float) -> list[float]:
         """Predicted per-token latency of every gamma, switch penalty included.
@@ -128,21 +132,38 @@ class NightjarPlusPolicy:
         requests that were running then are mostly gone.
         """
         t = self._times.times(batch_size, context_len)
-        r = self._ratios(bucket_key(batch_size, context_len, self.by_context))
         tau = self._acc.taus
-        out = [t[g] / tau[g] * r[g] for g in range(self.arms)]
+        out = [t[g] / tau[g] for g in range(self.arms)]
         if self._off:
             # Turning on now pays the rebuild over every token the draft missed.
-            cost = self._switch_rate * self._lag_now(batch_size, context_len)
+            cost = self._rebuild.predict(self._lag_now(batch_size, context_len))
             for g in range(1, self.arms):
                 out[g] += cost / (self._run_len * tau[g])
-        else:
+        elif OFF_COMMIT:
             # Turning off commits to paying a rebuild when speculation comes back.
-            out[0] += self._switch_avg / self._off_len
+            out[0] += OFF_COMMIT * self._switch_avg / self._off_len
         return out
 
     def _lag_now(self, batch_size: int, context_len: float) -> float:
         return min(float(self._lag), batch_size * context_len)
+
+    def _probe_zero(self, ctx: StepContext) -> bool:
+        """Whether this cell should measure gamma 0 now (see PROBE_BELOW).
+
+        Without a prior a cell's first gamma-0 step is taken at once. A later probe
+        waits for an empty queue: a gamma-0 step that admits prompts leaves them out
+        of the draft's KV (``--draft-kv skip``), and the next speculating step pays
+        their rebuild, which can cost more than the probe teaches.
+        """
+        b, c = ctx.batch_size, ctx.mean_context_len
+        seen = self._times.seen(b, 0, c)
+        if seen >= PROBE_BELOW:
+            return False
+        if not self._profiled and self._times.evidence(b, c) <= 0.0:
+            return True
+        if ctx.num_waiting > 0:
+            return False
+        return self._profiled is False or self._times.evidence(b, c) >= PROBE_AFTER
 
     def decide(self, ctx: StepContext) -> int:
         self._pending.append(
@@ -150,12 +171,7 @@ class NightjarPlusPolicy:
         )
         if not ctx.draft_resident:
             return self._chose(0)
-        if not self._times.known(ctx.batch_size, 0):
-            # Learning online, gamma 0 is measured first in every bucket: from the
-            # speculating arm alone the line to gamma 0 is a guess (PRIOR_SLOPE),
-            # optimistic where verification is compute-bound, and a toggle to 0 is
-            # explored too rarely to correct it (issue 15: never stopped at B = 24).
-            # A profile knows every arm (``known`` is always true), so this never fires.
+        if self._probe_zero(ctx):
             return self._chose(0)
         loss = self.losses(ctx.batch_size, ctx.mean_context_len)
         top = min(self.arms, ctx.gamma_max + 1)
@@ -165,8 +181,7 @@ class NightjarPlusPolicy:
         pick = None
         if self.objective.slo is not None:
             t = self._times.times(ctx.batch_size, ctx.mean_context_len)
-            r = self._ratios(bucket_key(ctx.batch_size, ctx.mean_context_len, self.by_context))
-            pick = slo_choice(self.objective, ctx, loss, [t[g] * r[g] for g in range(top)], top)
+            pick = slo_choice(self.objective, ctx, loss, t[:top], top)
         if pick is not None:
             # The SLO objective's choice: the per-token hysteresis below would keep the
             # current (per-token cheaper) arm against it every time.
@@ -186,7 +201,7 @@ class NightjarPlusPolicy:
             if g > 0 and self._off:
                 t_best = self._times.times(ctx.batch_size, ctx.mean_context_len)[best]
                 lag = self._lag_now(ctx.batch_size, ctx.mean_context_len)
-                extra += self._switch_rate * lag / t_best
+                extra += self._rebuild.predict(lag) / t_best
             if (g == 0) == (best == 0) or self._rng.random() * (1.0 + extra) ** 2 < 0.25:
                 return self._chose(g)
         return self._chose(best)
@@ -203,56 +218,24 @@ class NightjarPlusPolicy:
         ctx_len, lag = self._pending.popleft() if self._pending else (0.0, 0.0)
         if outcome.switch_cost_s > 0.0:
             self._switch_avg += SWITCH_ALPHA * (outcome.switch_cost_s - self._switch_avg)
-            if lag > 0:
-                per_token = outcome.switch_cost_s / lag
-                self._switch_rate += SWITCH_ALPHA * (per_token - self._switch_rate)
-        self._track_runs(g, outcome.emitted)
+            self._rebuild.learn(lag, outcome.switch_cost_s)
+        self._track_runs(g, outcome.emitted + outcome.prefill_tokens)
         if outcome.clamped or g >= self.arms or b <= 0 or outcome.emitted <= 0:
             return
-        step_s = outcome.step_time_s - outcome.switch_cost_s
         if g > 0:
             self._acc.update(g, outcome.accepted, b)
-        c = bucket_key(b, ctx_len, self.by_context)
-        r = self._ratios(c)
-        p = outcome.prefill_tokens
-        if p > 0:
-            # The decode part is predicted; the rest of a mixed step is prefill.
-            if self._times.known(b, g, ctx_len):
-                self._prefill.learn(p, step_s - self._times.times(b, ctx_len)[g] * r[g])
-            if self._profiled:
-                return  # the ratio learns from pure decode steps only
-            decode_s = self._prefill.decode_time(step_s, p)
-            # A prefill estimate at or above the whole step leaves no decode time to
-            # learn from; learned as 0 it made every loss 0 (a division by zero in
-            # decide, seen on longctx-mix with --prior none).
-            if decode_s is not None and decode_s > 0.0:
-                self._times.learn(b, g, decode_s, ctx_len)
-            return
-        if not self._profiled:
-            self._times.learn(b, g, step_s, ctx_len)
-            return
-        num, den, ev = self._sums.setdefault(
-            c, ([0.0] * self.arms, [0.0] * self.arms, [0.0] * self.arms)
-        )
-        # Ratio of weighted means (observed over predicted seconds), not a mean of
-        # ratios; a small batch's step is noisy, so it carries less evidence. The
-        # ratio is shrunk toward 1 (the profile) until RATIO_PRIOR units of evidence.
-        e = min(1.0, b / EVIDENCE_BATCH)
-        ev[g] += e
-        w = e / min(ev[g], 1.0 / RATIO_ALPHA)
-        num[g] += w * (step_s - num[g])
-        den[g] += w * (self._times.times(b, ctx_len)[g] - den[g])
-        trust = ev[g] / (ev[g] + RATIO_PRIOR)
-        r[g] = 1.0 + trust * (num[g] / den[g] - 1.0)
+        step_s = outcome.step_time_s - outcome.switch_cost_s
+        self._times.learn(b, g, step_s, ctx_len, outcome.prefill_tokens)
 
-    def _track_runs(self, gamma: int, emitted: int) -> None:
-        """Keep the lag (tokens the stale draft must re-read) and run-length EMAs."""
+    def _track_runs(self, gamma: int, missed: int) -> None:
+        """Keep the lag (tokens the stale draft must re-read: those emitted and the
+        prompt tokens prefilled while it was off) and run-length EMAs."""
         if gamma == 0:
             if self._run:
                 self._run_len += RUN_ALPHA * (self._run - self._run_len)
                 self._run = 0
             self._off_run += 1
-            self._lag += emitted
+            self._lag += missed
         else:
             if self._off_run:
                 self._off_len += RUN_ALPHA * (self._off_run - self._off_len)

@@ -304,6 +304,11 @@ class Profile:
         i, w = _segment(self._pf_tokens, float(num_tokens))
         return times[i] if w == 0.0 else times[i] + w * (times[i + 1] - times[i])
 
+    @property
+    def prefill_grid(self) -> tuple[float, ...]:
+        """The prompt lengths the prefill table was measured at."""
+        return tuple(self._pf_tokens)
+
     def prefill_time_s(self, num_tokens: int) -> float:
         return self._prefill(num_tokens, self._pf_target)
 

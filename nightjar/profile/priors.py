@@ -10,7 +10,15 @@ much of their gain rests on a perfect offline table:
 - ``spec-scale:F``: the cost of speculating, ``T(B, g) - T(B, 0)``, multiplied by
   ``F`` (a table that gets the draft and verify overhead wrong, which moves the
   best gamma; a constant factor does not);
+- ``batch-scale:S,L``: every step time multiplied by ``S`` at batch sizes up to
+  :data:`SMALL_BATCH`, by ``L`` from :data:`LARGE_BATCH`, and by a factor
+  log-linear in B between (a table right in shape at one load and wrong at
+  another: ``batch-scale:1.3,0.8`` is 30% too slow at small batches, 20% too fast at
+  large ones, which no single correction factor fixes);
 - a profile name or path: another table (e.g. a roofline of another GPU).
+
+``none`` gives the policies nothing from the profile: no step times and no
+acceptance rate (:func:`gives_acceptance`).
 
 The ``oracle`` always plans with the exact profile: it is the yardstick regret is
 measured against, not a competitor (``PolicyEnv.truth``).
@@ -46,6 +54,34 @@ class SpecScaledLatency:
         return t0 + self.factor * (self.base.step_time_s(batch_size, gamma, context_len) - t0)
 
 
+# The batch sizes where ``batch-scale`` reaches its small-batch and large-batch factors.
+SMALL_BATCH = 8
+LARGE_BATCH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class BatchScaledLatency:
+    base: LatencyModel
+    small: float
+    large: float
+
+    def factor(self, batch_size: int) -> float:
+        if batch_size <= SMALL_BATCH:
+            return self.small
+        if batch_size >= LARGE_BATCH:
+            return self.large
+        w = math.log(batch_size / SMALL_BATCH) / math.log(LARGE_BATCH / SMALL_BATCH)
+        return self.small + w * (self.large - self.small)
+
+    def step_time_s(self, batch_size: int, gamma: int, context_len: float) -> float:
+        return self.factor(batch_size) * self.base.step_time_s(batch_size, gamma, context_len)
+
+
+def gives_acceptance(spec: str) -> bool:
+    """Whether the policies may also read the profile's acceptance rate under ``spec``."""
+    return spec.strip() != "none"
+
+
 # A table off by more than a factor of a thousand is no table at all (and a factor near
 # zero prices every step at nothing, which the planning policies divide by).
 MIN_FACTOR = 1e-3
@@ -74,10 +110,18 @@ def parse_prior(spec: str, exact: LatencyModel) -> LatencyModel | None:
         return ScaledLatency(exact, _factor(spec, arg))
     if kind == "spec-scale" and sep:
         return SpecScaledLatency(exact, _factor(spec, arg))
+    if kind == "batch-scale" and sep:
+        parts = arg.split(",")
+        if len(parts) != 2:
+            raise NightjarInputError(
+                f"--prior {spec!r}: batch-scale takes two factors, SMALL,LARGE (e.g. 1.3,0.8)"
+            )
+        return BatchScaledLatency(exact, _factor(spec, parts[0]), _factor(spec, parts[1]))
     from nightjar.profile.model import bundled_profiles, load_profile
 
     if spec in bundled_profiles() or spec.endswith(".json"):
         return load_profile(spec)
     raise NightjarInputError(
-        f"--prior {spec!r}: expected exact, none, scale:F, spec-scale:F or a profile"
+        f"--prior {spec!r}: expected exact, none, scale:F, spec-scale:F, batch-scale:S,L"
+        " or a profile"
     )

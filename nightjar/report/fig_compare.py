@@ -1,4 +1,5 @@
-"""Cross-policy bars (throughput, E2E, goodput, regret) and cumulative regret curves."""
+"""Cross-policy bars (throughput, E2E, goodput, regret vs the bound) and cumulative
+per-token latency against the per-step oracle run."""
 
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ def slo_text(slo: Slo) -> str:
 
 def bars_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> go.Figure:
     """Horizontal bars, one row per policy (names stay legible for a dozen policies)."""
-    with_regret = any(r.regret is not None for r in runs)
+    with_regret = any(
+        r.yardsticks is not None and math.isfinite(r.yardsticks.bound_pct) for r in runs
+    )
     panels = ["output throughput", "E2E latency: bar mean, ◆ p99", "goodput"]
     slo_short = f"TTFT ≤ {slo.ttft_s:g} s, TPOT ≤ {slo.tpot_s * 1e3:g} ms"
     units = ["tokens/s", "seconds", f"requests/s meeting the SLO<br>({slo_short})"]
     if with_regret:
-        panels.append("regret vs oracle")
-        units.append("% per-token latency<br>over the oracle's")
+        panels.append("regret vs bound")
+        units.append("% per-token latency over the<br>best schedule on its batches")
     fig = make_subplots(
         rows=1, cols=len(panels), subplot_titles=panels, shared_yaxes=True,
         horizontal_spacing=0.035,
@@ -66,7 +69,7 @@ def bars_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> go.F
     )
     bar([x.goodput_req_s for x in s], 3, "req/s", ".2f")
     if with_regret:
-        bar([r.regret.percent if r.regret else np.nan for r in runs], 4, "%", ".1f")
+        bar([r.yardsticks.bound_pct if r.yardsticks else np.nan for r in runs], 4, "%", ".1f")
     base_layout(fig, 80 + 24 * len(runs), legend=False)
     for col, unit in enumerate(units, start=1):
         fig.update_xaxes(title_text=unit, row=1, col=col)
@@ -98,7 +101,7 @@ def regret_figure(results: ResultSet, colors: dict[str, str],
     base_layout(fig, 340)
     fig.update_layout(hovermode="closest")
     fig.update_xaxes(title_text="time (s)")
-    fig.update_yaxes(title_text=f"cumulative regret vs {oracle.policy} (%)")
+    fig.update_yaxes(title_text=f"cumulative per-token latency vs {oracle.policy} (per-step, %)")
     if needs_selector(drawn):
         add_selector(fig, drawn, colors, focus if focus in drawn else drawn[0])
     return fig

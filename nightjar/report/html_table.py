@@ -26,8 +26,17 @@ HEAD = (
 
 
 def summary_html(runs: list[PolicyRun], colors: dict[str, str]) -> str:
-    with_regret = any(r.regret is not None for r in runs)
-    head = [*HEAD] + [("regret %", "per-token latency over the oracle's, %")] * with_regret
+    ys = [r.yardsticks for r in runs]
+    with_bound = any(y is not None and y.bound_pct == y.bound_pct for y in ys)
+    with_gain = any(y is not None and y.static for y in ys)
+    with_oracle = any(r.regret is not None for r in runs)
+    head = [*HEAD]
+    head += [("regret|bound %", "per-token latency over the bound's (the best gamma schedule"
+              " on the run's own batches, rebuilds charged) - 1, %")] * with_bound
+    head += [("gain|static %", "per-token latency below the best static policy run here, %"
+              )] * with_gain
+    head += [("vs step-|oracle %", "per-token latency over the per-step oracle run's - 1, %"
+              " (myopic, ignores switch costs: a reference, not a bound)")] * with_oracle
     rows = []
     for run in runs:
         s = run.summary
@@ -46,7 +55,12 @@ def summary_html(runs: list[PolicyRun], colors: dict[str, str]) -> str:
             fmt_num(s.spec_time_share, 100.0),
             fmt_num(s.peak_kv_usage, 100.0),
         ]
-        if with_regret:
+        y = run.yardsticks
+        if with_bound:
+            cells.append(fmt_num(y.bound_pct) if y else "-")
+        if with_gain:
+            cells.append(fmt_num(y.static_gain_pct) if y else "-")
+        if with_oracle:
             cells.append(fmt_num(run.regret.percent) if run.regret else "-")
         swatch = f"<span class='sw' style='background:{colors[run.policy]}'></span>"
         name = f"<td class='name'>{swatch}{html.escape(run.policy)}</td>"

@@ -6,8 +6,8 @@ never scrolls sideways, for any number of policies):
 1. the summary table and the SLO the goodput counts against;
 2. the decision: each policy's gamma against batch size and over time on the trace's
    load, side by side against the oracle's (:mod:`nightjar.report.fig_decision`);
-3. comparison bars (throughput, E2E mean and p99, goodput, regret), one row per policy,
-   and the cumulative regret curves against the oracle;
+3. comparison bars (throughput, E2E mean and p99, goodput, regret vs the bound), one row
+   per policy, and the cumulative per-token latency against the per-step oracle run;
 4. the draft's memory over time for every policy that offloaded it, or a note saying
    why none did (:mod:`nightjar.report.fig_memory`);
 5. latency ECDFs, SLO limits marked;
@@ -116,9 +116,11 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
     regret = regret_figure(results, colors, focus)
     if regret is not None:
         parts += [
-            "<p class='note'>Regret % = per-token latency / the oracle's - 1, where"
+            "<p class='note'>Per-token latency / the per-step oracle run's - 1, where"
             " per-token latency = sum(step time x batch size) / emitted tokens, over the"
-            " steps that ended by each time.</p>",
+            " steps that ended by each time. The per-step oracle ignores switch costs and"
+            " runs its own trajectory: a reference, not a bound (the regret column of the"
+            " table is against the bound).</p>",
             _div(regret),
         ]
     parts += ["<h2>Draft memory</h2>"]

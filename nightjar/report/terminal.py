@@ -16,7 +16,7 @@ from rich.table import Table
 
 from nightjar.results.metrics import Stat, Summary
 from nightjar.results.multiseed import METRICS, Aggregate, Metric
-from nightjar.results.regret import Regret
+from nightjar.results.regret import Yardsticks
 
 T = TypeVar("T", bound=Table)
 
@@ -57,43 +57,69 @@ class _FitTable(Table):
         return super().__rich_console__(console, options)
 
 
+def yardstick_caption(yardsticks: dict[str, Yardsticks] | None) -> str:
+    """What the yardstick columns are against, for under a table."""
+    if not yardsticks:
+        return ""
+    parts = []
+    if any(math.isfinite(y.bound_pct) for y in yardsticks.values()):
+        parts.append("regret: per-token latency over the bound's (the best gamma schedule on"
+                     " the run's own batches, rebuilds charged)")
+    statics = sorted({y.static for y in yardsticks.values() if y.static})
+    if statics:
+        parts.append(f"gain: per-token latency below the best static run ({', '.join(statics)})")
+    return "; ".join(parts)
+
+
 def summary_table(
     summaries: list[Summary],
-    regrets: dict[str, Regret] | None = None,
+    yardsticks: dict[str, Yardsticks] | None = None,
     title: str | None = None,
 ) -> Table:
-    """Rows = policies; ``regrets`` is keyed by policy spec (``Summary.policy``)."""
-    table = _build(_FitTable, summaries, regrets, title, wide=True)
-    table.narrow = _build(Table, summaries, regrets, title, wide=False)
+    """Rows = policies; ``yardsticks`` is keyed by policy spec (``Summary.policy``)."""
+    table = _build(_FitTable, summaries, yardsticks, title, wide=True)
+    table.narrow = _build(Table, summaries, yardsticks, title, wide=False)
     return table
 
 
 def _build(
     cls: type[T],
     summaries: list[Summary],
-    regrets: dict[str, Regret] | None,
+    yardsticks: dict[str, Yardsticks] | None,
     title: str | None,
     wide: bool,
 ) -> T:
     show_done = any(s.requests_finished < s.requests_total for s in summaries)
     show_offloads = any("offloads" in s.extra for s in summaries)
-    # The SLO thresholds sit under the table: goodput and SLO % mean nothing without them.
+    ys = yardsticks or {}
+    show_bound = any(math.isfinite(y.bound_pct) for y in ys.values())
+    show_gain = any(y.static for y in ys.values())
+    # The SLO thresholds and the yardsticks sit under the table: goodput, SLO %, regret
+    # and gain mean nothing without them.
     slos = sorted({s.slo.describe() for s in summaries})
+    caption = "; ".join([*slos, *([yardstick_caption(ys)] if ys else [])])
     # SIMPLE_HEAD already puts a space between columns; narrow consoles get no padding
     # on top, or rich silently crops the last columns (offloads, regret) at 80.
     table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-                caption="; ".join(slos) or None, padding=(0, 1) if wide else (0, 0))
+                caption=caption or None, padding=(0, 1) if wide else (0, 0))
     # Short specs (nightjar-code, nightjar+) must not fold; long parametric ones may.
     longest = max((len(s.policy) for s in summaries), default=8)
     table.add_column("policy", overflow="fold", min_width=min(max(longest, 8), 13),
-                     max_width=30)
+                     max_width=24)
     stat = "mean/p99" if wide else "mean"
     headers = ["tok/s", f"TTFT s\n{stat}", f"TPOT ms\n{stat}", f"E2E s\n{stat}"]
     # Goodput (req/s) and SLO attainment share a column; narrow consoles keep only
     # the attainment.
     headers += ["done"] * show_done + ["good/s\n/SLO %" if wide else "SLO\n%"]
     headers += ["pre-\nempts", "sw/\nmin", "spec\n%"]
-    headers += ["regret\n%"] * (regrets is not None) + ["off-\nloads"] * show_offloads
+    # Regret (vs the bound) and gain (vs the best static run) share a column as
+    # ``regret/gain``; narrow consoles keep the regret.
+    pair = show_bound and show_gain and wide
+    if pair:
+        headers.append("regret/\ngain %")
+    else:
+        headers += ["regret\n%"] * show_bound + ["gain\n%"] * (show_gain and not show_bound)
+    headers += ["off-\nloads"] * show_offloads
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
 
@@ -121,9 +147,13 @@ def _build(
             fmt_num(s.switches_per_min),
             fmt_num(s.spec_time_share, 100.0),
         ]
-        if regrets is not None:
-            r = regrets.get(s.policy)
-            row.append(fmt_num(r.percent) if r is not None else "-")
+        y = ys.get(s.policy)
+        if pair:
+            row.append(f"{fmt_num(y.bound_pct)}/{fmt_num(y.static_gain_pct)}" if y else "-")
+        elif show_bound:
+            row.append(fmt_num(y.bound_pct) if y is not None else "-")
+        elif show_gain:
+            row.append(fmt_num(y.static_gain_pct) if y is not None else "-")
         if show_offloads:
             value = s.extra.get("offloads")
             row.append(str(int(value)) if value is not None else "-")
@@ -132,22 +162,27 @@ def _build(
 
 
 # Shown on consoles too narrow for every metric (piped output is 80 columns).
-_NARROW = ("throughput_tok_s", "e2e_s_mean", "regret_pct")
+_NARROW = ("throughput_tok_s", "e2e_s_mean", "regret_bound_pct")
 
 
-def interval_table(agg: Aggregate, title: str | None = None) -> Table:
+def interval_table(agg: Aggregate, title: str | None = None, caption: str | None = None) -> Table:
     """The terminal table: mean ± 95% half-width per policy and metric.
 
     On a console too narrow for every metric it shows throughput, mean E2E and
-    regret only, rather than squeezing the policy names away.
+    regret vs the bound only, rather than squeezing the policy names away.
     """
-    table = _build_intervals(_FitTable, agg, title, [m for m in METRICS])
-    table.narrow = _build_intervals(Table, agg, title, [m for m in METRICS if m.key in _NARROW])
+    table = _build_intervals(_FitTable, agg, title, [m for m in METRICS], caption)
+    table.narrow = _build_intervals(
+        Table, agg, title, [m for m in METRICS if m.key in _NARROW], caption
+    )
     return table
 
 
-def _build_intervals(cls: type[T], agg: Aggregate, title: str | None, metrics: list[Metric]) -> T:
-    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+def _build_intervals(
+    cls: type[T], agg: Aggregate, title: str | None, metrics: list[Metric], caption: str | None
+) -> T:
+    table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                caption=caption)
     table.add_column("policy", overflow="fold", min_width=8, max_width=30)
     shown = [m for m in metrics if any(math.isfinite(agg[p][m.key].mean) for p in agg)]
     for m in shown:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nightjar.results.metrics import Summary
-from nightjar.results.regret import Regret
+from nightjar.results.regret import Regret, Yardsticks
 from nightjar.results.stats import Interval, compare, mean_interval
 
 
@@ -23,21 +23,30 @@ from nightjar.results.stats import Interval, compare, mean_interval
 class Metric:
     key: str
     label: str
-    get: Callable[[Summary, Regret | None], float]
+    get: Callable[[Summary, Regret | None, Yardsticks | None], float]
     higher_is_better: bool
     fmt: str = "{:.2f}"
 
 
+def _nan_or(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
 METRICS: tuple[Metric, ...] = (
-    Metric("throughput_tok_s", "tok/s", lambda s, r: s.throughput_tok_s, True, "{:.1f}"),
-    Metric("e2e_s_mean", "E2E s", lambda s, r: s.e2e_s.mean, False),
-    Metric("ttft_s_mean", "TTFT s", lambda s, r: s.ttft_s.mean, False, "{:.3f}"),
-    Metric("tpot_ms_mean", "TPOT ms", lambda s, r: s.tpot_s.mean * 1e3, False, "{:.1f}"),
-    Metric("preemptions", "preempts", lambda s, r: s.preemptions, False, "{:.0f}"),
-    Metric(
-        "regret_pct", "regret %",
-        lambda s, r: r.percent if r is not None else math.nan, False, "{:.2f}",
-    ),
+    Metric("throughput_tok_s", "tok/s", lambda s, r, y: s.throughput_tok_s, True, "{:.1f}"),
+    Metric("e2e_s_mean", "E2E s", lambda s, r, y: s.e2e_s.mean, False),
+    Metric("ttft_s_mean", "TTFT s", lambda s, r, y: s.ttft_s.mean, False, "{:.3f}"),
+    Metric("tpot_ms_mean", "TPOT ms", lambda s, r, y: s.tpot_s.mean * 1e3, False, "{:.1f}"),
+    Metric("preemptions", "preempts", lambda s, r, y: s.preemptions, False, "{:.0f}"),
+    Metric("spec_time_share", "spec %", lambda s, r, y: s.spec_time_share * 100.0, False,
+           "{:.1f}"),
+    # The yardsticks (nightjar.results.regret): each label names what it is against.
+    Metric("regret_bound_pct", "regret vs bound %",
+           lambda s, r, y: _nan_or(y.bound_pct if y else None), False, "{:.2f}"),
+    Metric("gain_static_pct", "gain vs static %",
+           lambda s, r, y: _nan_or(y.static_gain_pct if y else None), True, "{:.2f}"),
+    Metric("step_oracle_pct", "vs step-oracle %",
+           lambda s, r, y: _nan_or(r.percent if r else None), False, "{:.2f}"),
 )
 _BY_KEY = {m.key: m for m in METRICS}
 
@@ -46,14 +55,20 @@ Aggregate = dict[str, dict[str, Interval]]  # policy -> metric key -> interval
 
 
 def seed_rows(
-    seed: int, summaries: Sequence[Summary], regrets: dict[str, Regret] | None
+    seed: int,
+    summaries: Sequence[Summary],
+    regrets: dict[str, Regret] | None,
+    yardsticks: dict[str, Yardsticks] | None = None,
 ) -> list[Row]:
-    """One row per policy for this seed: ``seed``, ``policy`` and every metric."""
+    """One row per policy for this seed: ``seed``, ``policy``, every metric, and the
+    static policy the gain is against (``static_yardstick``)."""
     rows: list[Row] = []
     for s in summaries:
         r = regrets.get(s.policy) if regrets else None
+        y = yardsticks.get(s.policy) if yardsticks else None
         row: Row = {"seed": seed, "policy": s.policy}
-        row.update({m.key: m.get(s, r) for m in METRICS})
+        row.update({m.key: m.get(s, r, y) for m in METRICS})
+        row["static_yardstick"] = y.static if y is not None else ""
         rows.append(row)
     return rows
 
@@ -101,7 +116,7 @@ def write_seed_files(
     from nightjar.results.write import write_frame
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    columns = ["seed", "policy", *[m.key for m in METRICS]]
+    columns = ["seed", "policy", *[m.key for m in METRICS], "static_yardstick"]
     seeds = pd.DataFrame(list(rows), columns=columns).astype({"seed": "int64"})
     flat = [
         {"policy": p, "metric": k, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}

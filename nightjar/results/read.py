@@ -22,7 +22,10 @@ from nightjar.reading import as_path, check_folder, open_regular, read_json
 from nightjar.results.metrics import Stat, Summary
 
 # Columns of summary.json that are not engine extras.
-_ROW_KEYS = {"slug", "profile", "seed", "regret_pct", "regret_s", "ptl_s"}
+_ROW_KEYS = {
+    "slug", "profile", "seed", "ptl_s", "regret_bound_pct", "static_yardstick",
+    "gain_static_pct", "step_oracle_pct", "step_oracle_s",
+}
 
 
 def _summary_keys() -> set[str]:

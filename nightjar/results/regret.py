@@ -1,4 +1,5 @@
-"""Regret of a run against the oracle run on the same trace.
+"""A run against its yardsticks: the bound (regret), the best static policy (adaptive
+gain) and the per-step oracle (a reference).
 
 *Per-token latency* (PTL) of a run = sum over steps of ``step_time_s * batch_size``
 divided by the sum of ``emitted`` tokens: each running request waits the whole step,
@@ -6,10 +7,19 @@ so the numerator is request-seconds spent in steps and the ratio is the average 
 running request waits per generated token. ``step_time_s`` is the step's whole
 duration (any switch cost included), so thrashing shows up here. Lower is better.
 
-Regret: absolute = (PTL - PTL_oracle) * emitted tokens of the run (the request-seconds
-the run spent beyond what the oracle would have for the same tokens); percent =
-(PTL / PTL_oracle - 1) * 100. An oracle that is not actually optimal can make regret
-negative; we report it as is rather than clipping, because it signals a weak oracle.
+Three yardsticks, each named where it is reported:
+
+- **regret vs bound** (``regret_bound_pct``, simulator only): the run's expected PTL
+  over the least any batch-gamma schedule reaches on the run's own trajectory with
+  the draft's rebuild charged (:mod:`nightjar.sim.yardstick`), - 1, in %. Never
+  negative: the run's own schedule is one the bound considers.
+- **gain vs static** (``gain_static_pct``): how much lower the run's PTL is than the
+  best static policy's (``nospec``, ``fixed:G``, ``schedule:...``) among the runs of
+  the same seed and trace, ``(1 - PTL / PTL_static) * 100``: the adaptive gain, which
+  can be negative (a static policy did better).
+- **vs the per-step oracle** (:class:`Regret`, ``step_oracle_pct``): PTL over the
+  ``oracle`` run's, - 1. That oracle is myopic (it ignores switch costs) and runs its
+  own trajectory, so a policy can beat it: a reference, not a bound.
 """
 
 from __future__ import annotations
@@ -24,9 +34,50 @@ import pandas as pd
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
 
+# Policy names whose choice depends on nothing but the batch size.
+STATIC_POLICIES = ("nospec", "fixed", "schedule")
+
+
+def is_static(spec: str) -> bool:
+    return spec.partition(":")[0] in STATIC_POLICIES
+
+
+@dataclass(frozen=True, slots=True)
+class Yardsticks:
+    """Where one run stands against the bound and the best static run (NaN: n/a)."""
+
+    policy: str
+    ptl_s: float
+    bound_pct: float  # regret vs the bound on the run's own trajectory, %
+    static: str  # the best static policy of the run's set ("" where none ran)
+    static_gain_pct: float  # (1 - PTL / PTL_static) * 100
+
+
+def bound_regret_pct(result: RunResult) -> float:
+    """Expected PTL of the run's own schedule over the bound's, - 1, in % (NaN where
+    the engine computed no bound: the live engine)."""
+    own, bound = result.extra.get("expected_ptl_s"), result.extra.get("bound_ptl_s")
+    if own is None or bound is None or not bound > 0:
+        return math.nan
+    return (own / bound - 1.0) * 100.0
+
+
+def yardsticks(result: RunResult, statics: list[RunResult]) -> Yardsticks:
+    """``statics``: the static runs of the same seed and trace (may include ``result``)."""
+    ptl = per_token_latency(result)
+    best = min(statics, key=per_token_latency, default=None)
+    best_ptl = per_token_latency(best) if best is not None else math.nan
+    gain = (1.0 - ptl / best_ptl) * 100.0 if best_ptl > 0 else math.nan
+    return Yardsticks(
+        policy=result.policy, ptl_s=ptl, bound_pct=bound_regret_pct(result),
+        static=best.policy if best is not None else "", static_gain_pct=gain,
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class Regret:
+    """PTL against the per-step oracle run's (the name is historical: not a bound)."""
+
     policy: str
     oracle: str
     ptl_s: float

@@ -5,8 +5,10 @@ one object to the terminal table, the CSV writer and the HTML report, so that no
 consumer summarizes a 150k-step run again or can disagree with another about it.
 
 Runs are kept as a list of :class:`PolicyRun`; a policy may appear once per seed.
-Each run's regret is taken against the oracle run of the same seed (when there is
-one), so several seeds per policy need no change here.
+Each run carries its yardsticks (:mod:`nightjar.results.regret`): regret vs the bound
+(from the run itself), gain vs the best static run and PTL vs the per-step oracle run
+of the same seed and trace (when those ran), so several seeds per policy need no
+change here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from nightjar.core.records import RunResult
 from nightjar.core.slo import Slo
 from nightjar.results.metrics import Summary, summarize
-from nightjar.results.regret import Regret, regret
+from nightjar.results.regret import Regret, Yardsticks, is_static, regret, yardsticks
 from nightjar.results.write import unique_slugs
 
 ORACLE = "oracle"
@@ -25,12 +27,13 @@ ORACLE = "oracle"
 
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
-    """One policy's run on one seed with its summary and (optional) regret."""
+    """One policy's run on one seed with its summary and yardsticks."""
 
     result: RunResult
     summary: Summary
-    regret: Regret | None
+    regret: Regret | None  # vs the per-step oracle run, where one ran
     slug: str  # its folder name in the output (unique within the set)
+    yardsticks: Yardsticks | None = None
 
     @property
     def policy(self) -> str:
@@ -75,6 +78,10 @@ class ResultSet:
         oracles = {
             (r.seed, r.trace): r for r in results if oracle_policy and r.policy == oracle_policy
         }
+        statics: dict[tuple[int, str], list[RunResult]] = {}
+        for r in results:
+            if is_static(r.policy):
+                statics.setdefault((r.seed, r.trace), []).append(r)
         runs = []
         for result, slug in zip(results, unique_slugs(results), strict=True):
             oracle = oracles.get((result.seed, result.trace))
@@ -84,6 +91,7 @@ class ResultSet:
                     summary=summarize(result, slo),
                     regret=regret(result, oracle) if oracle is not None else None,
                     slug=slug,
+                    yardsticks=yardsticks(result, statics.get((result.seed, result.trace), [])),
                 )
             )
         return cls(tuple(runs), slo, title, gamma_max, offload)
@@ -104,6 +112,15 @@ class ResultSet:
             if run.regret is not None:
                 out.setdefault(run.policy, run.regret)
         return out or None
+
+    @property
+    def yardsticks(self) -> dict[str, Yardsticks]:
+        """Yardsticks by policy spec (first seed of each)."""
+        out: dict[str, Yardsticks] = {}
+        for run in self.runs:
+            if run.yardsticks is not None:
+                out.setdefault(run.policy, run.yardsticks)
+        return out
 
     @property
     def oracle(self) -> RunResult | None:

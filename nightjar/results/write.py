@@ -87,14 +87,20 @@ def _json_safe(value: Any) -> Any:
 
 
 def summary_row(run: PolicyRun) -> dict[str, Any]:
-    """The flat summary of one run, plus regret columns when it has a regret."""
+    """The flat summary of one run, plus its yardsticks (:mod:`nightjar.results.regret`):
+    ``regret_bound_pct`` (vs the bound), ``gain_static_pct`` against ``static_yardstick``
+    and, with an oracle run, ``step_oracle_pct`` / ``step_oracle_s``."""
     flat = run.summary.as_dict()
     head = {k: flat.pop(k) for k in ("policy", "engine", "trace")}
     result = run.result
     row: dict[str, Any] = {**head, "profile": result.profile, "seed": result.seed, **flat}
+    if run.yardsticks is not None:
+        y = run.yardsticks
+        row.update(ptl_s=y.ptl_s, regret_bound_pct=y.bound_pct, static_yardstick=y.static,
+                   gain_static_pct=y.static_gain_pct)
     if run.regret is not None:
         reg = run.regret
-        row.update(regret_pct=reg.percent, regret_s=reg.absolute_s, ptl_s=reg.ptl_s)
+        row.update(step_oracle_pct=reg.percent, step_oracle_s=reg.absolute_s)
     return row
 
 

@@ -47,6 +47,7 @@ from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft
 from nightjar.sim.price import StepPricer
+from nightjar.sim.yardstick import Recorder
 
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
@@ -145,6 +146,13 @@ class Engine:
             max_num_seqs=config.max_num_seqs,
             block_size=self.block_size,
             draft_slots=self.draft_slots,
+        )
+        # The run's trajectory for the regret bound (nightjar.sim.yardstick).
+        self.yardstick = Recorder(
+            profile, config.gamma_max, skip=config.draft_kv_mode is DraftKVMode.SKIP,
+            positional_decay=config.positional_decay,
+            positional=not self._geometric,
+            num_requests=len(self._prompt),
         )
 
     # -- the simpy process -------------------------------------------------------
@@ -363,13 +371,16 @@ class Engine:
         )
         if off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
-        step_s = float(total_s + self.draft.take_step_overhead_s())
+        overhead_s = self.draft.take_step_overhead_s()
+        step_s = float(total_s + overhead_s)
         switch_s = float(switch_s)
         end = now + step_s
         # -- the sampled outcome, applied at the step's end
         accepted = emitted = 0
         ids = per_acc = per_drafted = None
         if n:
+            rids = state[RID, :n].copy()  # the bound's record, before any finish moves them
+            remaining = -state[NEG_LEFT, :n]  # tokens each had left before this step
             acc = self._accept(n, gam)
             # Each decoding request emits its accepted drafts plus one, capped at what
             # it has left: the cap is applied by _finish, to the requests that finish
@@ -388,7 +399,7 @@ class Engine:
                 per_acc = acc.tolist()
                 per_drafted = [gam] * n if isinstance(gam, int) else gam.tolist()
         if chunks:
-            self._prefilled(prefill_from, chunks, end)
+            self._prefilled(prefill_from, chunks, end, decode_step=n > 0)
         size = b.n
         if size and np.maximum.reduce(state[NEG_LEFT, :size]) >= 0:
             emitted -= self._finish(state[NEG_LEFT, :size] >= 0, end, n)
@@ -402,6 +413,15 @@ class Engine:
             clamped, mean_ctx,
         ))
         if n:
+            led = self.ledger
+            self.yardstick.step(
+                rids=rids, alpha=led.alpha[rids], remaining=remaining,
+                speculates=(~led.no_spec[rids] if led.no_spec is not None
+                            else np.ones(n, dtype=bool)),
+                gammas=np.full(n, gam, dtype=np.int64) if isinstance(gam, int) else gam,
+                mean_ctx=mean_ctx, prefill_tokens=prefill, draft_loaded=resident,
+                sync=self._sync, overhead_s=overhead_s, step_s=step_s, switch_s=switch_s,
+            )
             # Positional, in the field order (gamma, batch_size, step_time_s, drafted,
             # accepted, emitted, switch_cost_s, clamped, prefill_tokens, request_ids,
             # per_request_accepted, per_request_drafted), as the context above.
@@ -467,9 +487,14 @@ class Engine:
         self._log_u = np.concatenate((rest, fresh)) if rest.size else fresh
         self._u_pos = 0
 
-    def _prefilled(self, start: int, chunks: list[int], end: float) -> None:
+    def _prefilled(self, start: int, chunks: list[int], end: float, *, decode_step: bool
+                   ) -> None:
         """Advance the prefilling requests; a finished prefill emits the first token."""
         state, first = self.batch.state, self.ledger.first_token_s
+        self.yardstick.prefilled(
+            state[RID, start : start + len(chunks)].copy(), np.asarray(chunks, dtype=np.int64),
+            decode_step=decode_step,
+        )
         lagging = not self._draft_prefilled
         if lagging:
             self._lag_zero = False
@@ -507,6 +532,7 @@ class Engine:
         decoded = int(np.count_nonzero(done[:n]))  # the first columns decoded
         over = int(neg[:decoded].sum())
         neg[:decoded] = 0  # capped: they generated exactly their output
+        self.yardstick.left(rid)
         led.finish_s[rid] = end
         led.generated[rid] = led.output[rid] + neg
         led.drafted[rid] = cols[DRAFTED]
@@ -522,6 +548,7 @@ class Engine:
         col = b.state[:, i].tolist()
         rid = col[RID]
         over = col[NEG_LEFT] if i < n else 0
+        self.yardstick.left(rid)
         led.finish_s[rid] = end
         led.generated[rid] = self._output[rid] + col[NEG_LEFT] - over
         led.drafted[rid] = col[DRAFTED]
@@ -632,6 +659,7 @@ class Engine:
         col = b.pop().tolist()
         rid = col[RID]
         self.pool.release(col[BLOCKS])
+        self.yardstick.left(rid)
         led = self.ledger
         led.preemptions[rid] += 1
         generated = self._output[rid] + col[NEG_LEFT]

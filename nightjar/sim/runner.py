@@ -14,7 +14,7 @@ from nightjar.core.policy import PolicyEnv
 from nightjar.core.records import RunResult
 from nightjar.policies.registry import make_policy
 from nightjar.profile.model import Profile
-from nightjar.profile.priors import parse_prior
+from nightjar.profile.priors import gives_acceptance, parse_prior
 from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
@@ -62,7 +62,8 @@ def policy_env(
 
     ``prior`` is the latency model the policies plan with
     (:func:`nightjar.profile.priors.parse_prior`); the oracle always gets the exact profile
-    as ``truth``.
+    as ``truth``. Under ``none`` the policies get no acceptance rate either: they
+    learn it from their first speculating steps.
     """
     latency = parse_prior(prior, profile)
     if cfg.draft_kv_mode is DraftKVMode.SYNC and isinstance(latency, Profile):
@@ -71,7 +72,8 @@ def policy_env(
         latency = SyncedDraftLatency(latency)
     return PolicyEnv(
         gamma_max=cfg.gamma_max, seed=cfg.seed, latency=latency,
-        truth=profile, acceptance_prior=acceptance_prior(trace, profile),
+        truth=profile,
+        acceptance_prior=acceptance_prior(trace, profile) if gives_acceptance(prior) else None,
     )
 
 
@@ -144,6 +146,7 @@ def simulate(
     result.extra.update(engine.draft.summary())
     result.extra["context_clamped_steps"] = float(engine.context_clamped_steps)
     result.extra["wall_s"] = wall
+    result.extra.update(engine.yardstick.summary())
     return result
 
 

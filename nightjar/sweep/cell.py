@@ -122,6 +122,7 @@ def _profile(text: str, label: str) -> Any:
 def run_cell(task: CellTask) -> dict[str, Any]:
     """Simulate one cell and return its table row (cell parameters + every summary column)."""
     from nightjar.results.metrics import summarize
+    from nightjar.results.regret import bound_regret_pct
     from nightjar.sim import OnUnfit, simulate
 
     cell = task.cell
@@ -140,6 +141,8 @@ def run_cell(task: CellTask) -> dict[str, Any]:
                            "rate_rps": len(trace) / trace.duration_s}
     for key, value in summary.items():
         row[key if key not in row else f"summary_{key}"] = value
+    # Every cell computes its own bound (nightjar.sim.yardstick): regret needs no oracle.
+    row["regret_bound_pct"] = bound_regret_pct(result)
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in row.items()}
 
