@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from itertools import pairwise
 
 import pytest
 
@@ -20,7 +21,7 @@ def test_rounds_rotate_and_the_noise_twin_sits_opposite() -> None:
     plan = BenchPlan(("a", "b", "c", "d"), 5, "a")
     rounds = [[s.label for s in r] for r in plan.rounds()]
     assert rounds[0] == ["a", "b", "c", "a#2", "d"]
-    for prev, cur in zip(rounds, rounds[1:], strict=False):
+    for prev, cur in pairwise(rounds):
         assert cur == prev[1:] + prev[:1]  # rotated by one place
     # Over len(labels) rounds every label takes every position once.
     for label in plan.labels:
@@ -100,16 +101,18 @@ def test_default_binding_gives_the_engine_every_core(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv(bind.SIM_NUMA_ENV, raising=False)
     monkeypatch.setattr(bind, "_EXPORTED", {})
     b = bind.apply_binding(1, [0, 1])
-    assert (b.bind, b.omp_threads, b.source) == ("0-1", 2, "nightjar")
-    assert os.environ[bind.BIND_ENV] == "0-1" and os.environ[bind.THREADS_ENV] == "2"
+    assert (b.bind, b.model_threads, b.process_threads, b.source) == ("0-1", 2, None, "nightjar")
+    # The schedulers' OpenMP threads are vLLM's to set (it drops them to one).
+    assert os.environ[bind.BIND_ENV] == "0-1" and bind.THREADS_ENV not in os.environ
     # Our own value is ours to change for the next engine (TP 2 here).
     b2 = bind.apply_binding(2, [0, 1])
-    assert (b2.bind, b2.omp_threads) == ("0|1", 1)
-    # A value the user exported wins, threads included.
+    assert (b2.bind, b2.model_threads) == ("0|1", 1)
+    # A value the user exported wins.
     monkeypatch.setenv(bind.BIND_ENV, "auto")
     monkeypatch.setenv(bind.THREADS_ENV, "1")
     user = bind.apply_binding(1, [0, 1])
-    assert (user.bind, user.omp_threads, user.source) == ("auto", 1, "user")
+    assert (user.bind, user.model_threads, user.process_threads, user.source) == (
+        "auto", None, 1, "user")
     # The record round-trips through a summary's numeric extras and a JSON header.
     assert bind.binding_from_extras(b.extras()) is not None
     assert bind.binding_from_extras(b.extras()).same_as(b)  # type: ignore[union-attr]

