@@ -118,14 +118,32 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
 
     s = run.steps_frame()
     s = s[(s["batch_size"] > 0) | (s["prefill_tokens"] > 0)]
+    # The K a live step proposed (its draft's passes at the end of the step, over the
+    # prompts it prefilled too) is the one the next step verified (docs/live.md, lag).
+    proposed = s["gamma"].shift(-1).fillna(s["gamma"]).astype(int)
+    # Prompts a prefill-only step completes: live, the tokens it emitted (each prompt's
+    # first); the simulator's rows count decode tokens only, so there the requests whose
+    # first token came at the step's end.
+    done = s["emitted"]
+    if run.engine != "live":
+        proposed = s["gamma"]  # the simulator verifies a K in the step that chose it
+        firsts = np.sort(run.requests_frame()["first_token_s"].dropna().to_numpy(dtype=float))
+        ends = (s["time_s"] + s["step_time_s"]).to_numpy(dtype=float)
+        tol = 1e-9 * np.maximum(np.abs(ends), 1.0)
+        done = pd.Series(np.searchsorted(firsts, ends + tol, side="right")
+                         - np.searchsorted(firsts, ends - tol, side="left"), index=s.index)
+    s = s.assign(proposed=proposed, prompts_done=done)
     s = s[s["gamma"] <= profile.gamma_max]
     loaded = spec_needs_draft(run.policy)
     priced, edge = [], []
-    for n, g, d, c, p in zip(s["batch_size"], s["gamma"], s["drafted"], s["mean_context_len"],
-                             s["prefill_tokens"], strict=True):
+    for n, g, d, c, p, k, e in zip(s["batch_size"], s["gamma"], s["drafted"],
+                                   s["mean_context_len"], s["prefill_tokens"], s["proposed"],
+                                   s["prompts_done"], strict=True):
         price = price_step(profile, StepShape(
             n_decode=int(n), g_max=int(g), drafted=int(d), mean_ctx=float(c),
             prefill_tokens=int(p), draft_loaded=loaded, sync=sync,
+            prompt_gamma=min(int(k), profile.gamma_max) if n == 0 else None,
+            prompts_done=int(e) if n == 0 else 0,
         ))
         priced.append(price.total_s)
         edge.append(price.off_grid)

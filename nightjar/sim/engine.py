@@ -66,6 +66,11 @@ class _Plan:
     mean_ctx: float
     chunks: np.ndarray  # prompt tokens prefilled this step by each request from prefill_from
     prefill_from: int  # n_decode, except a V0 prefill-only step (decodes idle: 0 and len)
+    # The K the draft proposes for this step's prompts: g_max, except a V1 prefill-only
+    # step, where the policy chose it for the requests the step admits (vLLM's drafter
+    # runs at the end of that step, so its passes are in their first token's time).
+    prompt_gamma: int = 0
+    prompts_done: int = 0  # requests whose prompt completes in this step
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,11 +260,15 @@ class Engine:
             if not preempted and chunks.size == len(b) - n:
                 left = budget - int(chunks.sum()) - slots * chunks.size
                 chunks = np.concatenate((chunks, self._admit(left, extra=slots)))
+        g_max = int(gammas.max()) if n else 0
+        prompt_gamma = g_max if n else _largest(step.decision)
+        todo = b.todo[n : n + chunks.size]
         return _Plan(
-            n_decode=n, gammas=gammas, g_max=int(gammas.max()) if n else 0,
+            n_decode=n, gammas=gammas, g_max=g_max,
             clamped=step.clamped or cut,
             prefill_tokens=int(chunks.sum()), mean_ctx=float(b.ctx[:n].mean()) if n else 0.0,
-            chunks=chunks, prefill_from=n,
+            chunks=chunks, prefill_from=n, prompt_gamma=prompt_gamma,
+            prompts_done=int((chunks == todo).sum()) if chunks.size else 0,
         )
 
     def _step_batch(self, n: int) -> int:
@@ -270,15 +279,16 @@ class Engine:
         the simulator asks with the same count so that both policies see one batch.
         It can admit one fewer when the chosen drafts take the budget's last tokens.
 
-        A step with no decoding request keeps 0: its gamma would apply to nothing
-        here (the simulator verifies a K in the step that chose it; live verifies it
-        one step later, so the live scheduler asks on every step), and the policy is
-        not asked, which leaves the memory controller free to offload during a stretch
-        of prefill-only steps as before."""
-        if self.cfg.engine is not SchedulerMode.V1 or not n:
+        A step with no decoding request counts the prompts it prefills (the partial
+        ones and what it admits): vLLM's scheduler asks for K on every step and its
+        drafter proposes K tokens for each prompt that completes, at the end of the
+        step that emits the prompt's first token. The simulator asks too and prices
+        those draft passes in that step (``_Plan.prompt_gamma``); nothing is verified
+        there, so the policy gets no outcome for it, as live."""
+        if self.cfg.engine is not SchedulerMode.V1:
             return n
         b, led = self.batch, self.ledger
-        if not self.waiting:  # nothing to admit: every running request (cheap path)
+        if not self.waiting and n:  # nothing to admit: every running request (cheap path)
             return len(b)
         running = [1] * n + b.todo[n:].tolist()
         pending = (int(led.prompt[r] + led.generated[r]) for r in self.waiting)
@@ -323,6 +333,7 @@ class Engine:
             mean_ctx=plan.mean_ctx, prefill_tokens=plan.prefill_tokens,
             draft_loaded=self.draft.resident,
             sync=self.cfg.draft_kv_mode is DraftKVMode.SYNC, lag_tokens=lag,
+            prompt_gamma=plan.prompt_gamma, prompts_done=plan.prompts_done,
         ))
         if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
@@ -379,8 +390,11 @@ class Engine:
         pool, n = self.pool, plan.n_decode
         drafted = int(plan.gammas.sum())
         accepted, out = int(decoded.accepted.sum()), int(decoded.emitted.sum())
+        # A prefill-only step verifies nothing; its row keeps the K its draft proposed
+        # for the prompts (gamma statistics skip such steps: nightjar.results.metrics).
+        gamma = plan.g_max if n else plan.prompt_gamma
         self.steps.append(StepRecord(
-            now, step_s, n, len(self.waiting), plan.g_max, plan.prefill_tokens, drafted,
+            now, step_s, n, len(self.waiting), gamma, plan.prefill_tokens, drafted,
             accepted, out, pool.used, pool.total - pool.reclaim_pending,
             self.draft.state_name, switch_s, plan.clamped, plan.mean_ctx,
         ))
@@ -505,3 +519,8 @@ class Engine:
         todo = np.asarray(tokens, dtype=np.int64)
         self.batch.append(np.asarray(rids, dtype=np.int64), zeros, blocks, zeros.copy(), todo)
         return chunk
+
+
+def _largest(decision: Decision) -> int:
+    """One K for a step's prompts: a per-request decision's largest (vLLM has one K)."""
+    return decision if isinstance(decision, int) else max(decision, default=0)
