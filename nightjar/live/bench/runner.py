@@ -183,6 +183,11 @@ async def _start_engines(
     for drafted, spec in ((False, setup.plain_engine), (True, setup.draft_engine)):
         if spec is None:
             continue
+        # A configuration the scheduler refuses comes back as one line through this file.
+        error_file = setup.workdir / f"startup-{int(drafted)}.error"
+        error_file.unlink(missing_ok=True)
+        spec = dataclasses.replace(spec, settings=dataclasses.replace(
+            spec.settings, error_file=str(error_file)))
         engine = await stack.enter_async_context(started(spec))
         out[drafted] = (spec, engine)
         if setup.warmup:
