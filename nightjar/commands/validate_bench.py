@@ -25,7 +25,8 @@ from nightjar.errors import NightjarInputError
 def run_bench_validation(args: argparse.Namespace) -> int:
     from nightjar.agreement import JUDGED, bench_agreement
     from nightjar.commands.run_flags import run_config
-    from nightjar.commands.validate import LIVE_RUN_FIELDS, _table, check_binding
+    from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding
+    from nightjar.commands.validate_common import table as _table
     from nightjar.live.binding import binding_from_json
     from nightjar.profile.model import load_profile
     from nightjar.results.bench import read_bench

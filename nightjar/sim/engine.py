@@ -284,8 +284,11 @@ class Engine:
         drafter proposes K tokens for each prompt that completes, at the end of the
         step that emits the prompt's first token. The simulator asks too and prices
         those draft passes in that step (``_Plan.prompt_gamma``); nothing is verified
-        there, so the policy gets no outcome for it, as live."""
-        if self.cfg.engine is not SchedulerMode.V1:
+        there, so the policy gets no outcome for it, as live. Not with ``--offload
+        on``: there such a step keeps 0 and the policy is not asked, which leaves the
+        memory controller free to offload during a stretch of prompt-only steps (a
+        prompt that fits only without the draft gets its room that way)."""
+        if self.cfg.engine is not SchedulerMode.V1 or (not n and self.cfg.offload):
             return n
         b, led = self.batch, self.ledger
         if not self.waiting and n:  # nothing to admit: every running request (cheap path)
