@@ -156,12 +156,12 @@ def _bench(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: A
     console = Console(stderr=True)
     settings = LiveSettings(gamma_max=args.gamma_max, seed=args.seed, draft_kv=args.draft_kv,
                             profile=profile)
-    per_run = _expected_run_s(trace, args.time_scale)
+    per_run, how = _expected_run_s(trace, args, profile)
     console.print(
         f"nightjar bench: {plan.runs} runs ({plan.repeats} rounds x {len(plan.labels)}: "
         f"{', '.join(plan.labels)}) of {len(trace)} requests; expected about "
-        f"{_minutes(plan.runs * (per_run + 4) * 1.0 + 120)} (trace span {per_run:.0f} s a run, "
-        "plus engine starts and warm-up)"
+        f"{_minutes(plan.runs * (per_run + 4) + 120)} ({per_run:.0f} s a run, {how}; plus "
+        "engine starts and warm-up)"
     )
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.bench.runner import pin
@@ -179,10 +179,30 @@ def _bench(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: A
                    console)
 
 
-def _expected_run_s(trace: Any, time_scale: float) -> float:
-    """A run lasts at least its trace's span (its last arrival, scaled), plus its tail."""
+def _expected_run_s(trace: Any, args: argparse.Namespace, profile: str | None
+                    ) -> tuple[float, str]:
+    """Seconds one run should take: the simulator's nospec run on the ``--profile`` when
+    it is a profile (an overload drains long after its last arrival), else the trace's
+    span plus a tail."""
     span = float(trace.arrival_s.max() - trace.arrival_s.min()) if len(trace) else 0.0
-    return span * time_scale * 1.15 + 5.0
+    fallback = span * args.time_scale * 1.3 + 10.0, "the trace's span and a tail"
+    if profile is None:
+        return fallback
+    try:
+        import dataclasses
+
+        from nightjar.profile.model import load_profile
+        from nightjar.sim import SimConfig, simulate
+
+        prof = load_profile(profile)
+        scaled = dataclasses.replace(trace, arrival_s=trace.arrival_s * args.time_scale,
+                                     span_s=None)
+        cfg = SimConfig(gamma_max=min(args.gamma_max, prof.gamma_max),
+                        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=2048)
+        run = simulate(scaled, prof, "nospec", cfg)
+    except NightjarInputError:  # a step table, or a trace the profile cannot serve
+        return fallback
+    return max(run.duration_s, span * args.time_scale) + 3.0, "nospec simulated on --profile"
 
 
 def _minutes(seconds: float) -> str:
