@@ -125,15 +125,19 @@ def write_tables(out: Path, runs: Sequence[RoundRun], slo: Slo | None = None) ->
     _csv(out / "policies.csv", per)
     pairs, _clean = bench_pairs(runs, slo)
     noise = noise_pair(labels_of(runs))
-    _csv(out / "pairs.csv", [pair_row(p, noise) for p in pairs])
+    _csv(out / "pairs.csv", [pair_row(p, noise, runs) for p in pairs])
 
 
-def pair_row(p: PairedDiff, noise: tuple[str, str] | None) -> dict[str, Any]:
+def pair_row(p: PairedDiff, noise: tuple[str, str] | None,
+             runs: Sequence[RoundRun] = ()) -> dict[str, Any]:
+    # The worst foreign load among the two policies' runs: the figure's own load.
+    loads = [r.load.get("foreign_pct", math.nan) for r in runs if r.label in (p.a, p.b)]
     return {"a": p.a, "b": p.b, "metric": p.metric, "rounds": p.diff.n,
             "diff": p.diff.mean, "lo": p.diff.lo, "hi": p.diff.hi,
             "rel_pct": p.rel_pct, "rel_half_pct": p.rel_half_pct,
             "separated": int(p.separated), "verdict": p.verdict(),
-            "noise_floor": int(noise is not None and {p.a, p.b} == set(noise))}
+            "noise_floor": int(noise is not None and {p.a, p.b} == set(noise)),
+            "max_foreign_pct": max(loads, default=math.nan)}
 
 
 def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
