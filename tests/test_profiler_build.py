@@ -18,13 +18,18 @@ from nightjar.profile.check import inversions
 
 
 def test_the_cycle_holds_every_gamma_and_rotates_its_start() -> None:
-    assert decode_cycle((0, 1, 2, 3), 3, 0) == "cycle:1,2,3,0/3"
-    assert decode_cycle((0, 1, 2, 3), 3, 1) == "cycle:2,3,0,1/3"
-    assert decode_cycle((0, 1, 2, 3), 3, 4) == "cycle:1,2,3,0/3"
     from nightjar.live.cycle import parse_cycle
 
-    gammas, hold = parse_cycle(decode_cycle((0, 1, 2), 2, 2).removeprefix("cycle:"))
-    assert sorted(gammas) == [0, 1, 2] and hold == 2
+    def seq(spec: str) -> list[int]:
+        gammas, hold = parse_cycle(spec.removeprefix("cycle:"))
+        return [g for g in gammas for _ in range(hold)]
+
+    assert seq(decode_cycle((0, 1, 2, 3), 3, 0)) == [1, 1, 1, 2, 2, 2, 3, 3, 3, 0, 0, 0]
+    assert seq(decode_cycle((0, 1, 2, 3), 3, 1))[:4] == [2, 2, 2, 3]
+    assert decode_cycle((0, 1, 2, 3), 3, 4) == decode_cycle((0, 1, 2, 3), 3, 0)
+    # The prompts' prefill steps ask the policy too: they are given the first gamma,
+    # so that the first pure decode step starts its hold (and verifies it).
+    assert seq(decode_cycle((0, 1, 2), 2, 0, prefill_steps=3)) == [1, 1, 1, 1, 1, 2, 2, 0, 0]
 
 
 def _step(t: float, b: int, gamma: int, dur: float = 0.1) -> StepRecord:

@@ -90,19 +90,22 @@ FILL_PASSES = 3
 NODRAFT, DRAFT = "no draft", "draft"
 
 
-def decode_cycle(gammas: tuple[int, ...], hold: int, shift: int) -> str:
-    """The draft engine's decode-window policy: every gamma, ``hold`` steps each,
-    the speculating ones first, the start rotated by ``shift`` (so that no gamma
-    always gets a window's first, shortest-context steps)."""
+def decode_cycle(gammas: tuple[int, ...], hold: int, shift: int, prefill_steps: int = 0
+                 ) -> str:
+    """The draft engine's decode-window policy: every gamma, ``hold`` steps each, the
+    speculating ones first, the start rotated by ``shift`` (so that no gamma always
+    gets a window's first, shortest-context steps). The first gamma also covers the
+    ``prefill_steps`` steps the window's prompts take (the policy is asked on those
+    too), so the cycle proper starts with the first pure decode step."""
     order = [g for g in gammas if g > 0] + [0]
     k = shift % len(order)
     order = order[k:] + order[:k]
-    return f"cycle:{','.join(str(g) for g in order)}/{hold}"
+    seq = [order[0]] * prefill_steps + [g for g in order for _ in range(hold)]
+    return f"cycle:{','.join(str(g) for g in seq)}/1"
 
 
-def _cycle_from(gammas: tuple[int, ...], hold: int, first: int) -> str:
-    order = [g for g in gammas if g > 0] + [0]
-    return decode_cycle(gammas, hold, order.index(first))
+def _first_index(gammas: tuple[int, ...], first: int) -> int:
+    return ([g for g in gammas if g > 0] + [0]).index(first)
 
 
 @contextlib.contextmanager
@@ -212,8 +215,11 @@ class _Session:
         policy = None
         if engine.drafted:
             plan = self.plan
-            policy = (decode_cycle(plan.gammas, plan.hold, self._cycles) if first is None
-                      else _cycle_from(plan.gammas, plan.hold, first))
+            shift = self._cycles if first is None else _first_index(plan.gammas, first)
+            out = output or plan.output_tokens
+            # Steps the B prompts take to prefill within the token budget (chunked).
+            prefill = -(-b * (c - out // 2) // plan.token_budget)
+            policy = decode_cycle(plan.gammas, plan.hold, shift, prefill)
             self._cycles += 1
         w = decode_window(engine, b, c, output or self.plan.output_tokens, policy, self.rng)
         self._keep(label, w, counted)
