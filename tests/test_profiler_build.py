@@ -18,18 +18,27 @@ from nightjar.profile.check import inversions
 
 
 def test_the_cycle_holds_every_gamma_and_rotates_its_start() -> None:
-    from nightjar.live.cycle import parse_cycle
+    import nightjar.live.cycle  # noqa: F401  (registers decode-cycle, as the scheduler does)
+    from nightjar.core.policy import PolicyEnv
+    from nightjar.core.types import StepContext, StepOutcome
+    from nightjar.policies.registry import make_policy
 
-    def seq(spec: str) -> list[int]:
-        gammas, hold = parse_cycle(spec.removeprefix("cycle:"))
-        return [g for g in gammas for _ in range(hold)]
-
-    assert seq(decode_cycle((0, 1, 2, 3), 3, 0)) == [1, 1, 1, 2, 2, 2, 3, 3, 3, 0, 0, 0]
-    assert seq(decode_cycle((0, 1, 2, 3), 3, 1))[:4] == [2, 2, 2, 3]
+    assert decode_cycle((0, 1, 2, 3), 3, 0) == "decode-cycle:1,2,3,0/3"
+    assert decode_cycle((0, 1, 2, 3), 3, 1) == "decode-cycle:2,3,0,1/3"
     assert decode_cycle((0, 1, 2, 3), 3, 4) == decode_cycle((0, 1, 2, 3), 3, 0)
-    # The prompts' prefill steps ask the policy too: they are given the first gamma,
-    # so that the first pure decode step starts its hold (and verifies it).
-    assert seq(decode_cycle((0, 1, 2), 2, 0, prefill_steps=3)) == [1, 1, 1, 1, 1, 2, 2, 0, 0]
+    # Steps that prefill prompts do not move the cycle: it starts at the first pure
+    # decode step however many steps the window's prompts take.
+    policy = make_policy(decode_cycle((0, 1, 2), 2, 0), PolicyEnv(gamma_max=2))
+    ctx = StepContext(now=0.0, batch_size=4, num_waiting=0, kv_free_blocks=10,
+                      kv_total_blocks=10, draft_resident=True, gamma_max=2)
+    seen: list[int] = []
+    for prefill in (512, 512, 64, 0, 0, 0, 0, 0, 0, 0):
+        seen.append(policy.decide(ctx))
+        policy.observe(StepOutcome(gamma=seen[-1], batch_size=4, step_time_s=0.1, drafted=0,
+                                   accepted=0, emitted=4, prefill_tokens=prefill))
+    assert seen == [1, 1, 1, 1, 1, 2, 2, 0, 0, 1]
+    with pytest.raises(NightjarInputError, match="policy 'decode-cycle:1,x/2'"):
+        make_policy("decode-cycle:1,x/2", PolicyEnv(gamma_max=2))
 
 
 def _step(t: float, b: int, gamma: int, dur: float = 0.1) -> StepRecord:

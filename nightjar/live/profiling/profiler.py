@@ -7,11 +7,11 @@ scheduler and worker plugged in, exactly as ``nightjar live`` runs them:
   mixed steps (decodes and prompt tokens in one forward);
 - the target with the draft (``num_speculative_tokens`` = the largest gamma, the
   draft's KV kept in sync): every gamma at once. Its decode windows run a gamma
-  cycle (``cycle:1,2,3,0/3``, rotated per window): K changes every few steps over
-  the same batch, and a step whose verified K and proposed K are both G is exactly a
-  ``fixed:G`` step (K set at step t is verified at t + 1), so every gamma is measured
-  in the same batch states, seconds apart, and the gamma-0 steps of the cycle (one
-  synced draft pass) give the draft-forward table. Its prefill windows run
+  cycle (``decode-cycle:1,2,3,0/3``, rotated per window): K changes every few pure
+  decode steps over the same batch, and a step whose verified K and proposed K are
+  both G is exactly a ``fixed:G`` step (K set at step t is verified at t + 1), so
+  every gamma is measured in the same batch states, seconds apart, and the gamma-0
+  steps of the cycle (one synced draft pass) give the draft-forward table. Its prefill windows run
   ``fixed:0`` (one draft pass over the prompt: the draft's prefill) and one window at
   ``fixed:G`` measures acceptance. Each window opens with a run switch
   (:mod:`nightjar.live.plugins.runs`), so one engine start serves them all.
@@ -90,18 +90,15 @@ FILL_PASSES = 3
 NODRAFT, DRAFT = "no draft", "draft"
 
 
-def decode_cycle(gammas: tuple[int, ...], hold: int, shift: int, prefill_steps: int = 0
-                 ) -> str:
-    """The draft engine's decode-window policy: every gamma, ``hold`` steps each, the
-    speculating ones first, the start rotated by ``shift`` (so that no gamma always
-    gets a window's first, shortest-context steps). The first gamma also covers the
-    ``prefill_steps`` steps the window's prompts take (the policy is asked on those
-    too), so the cycle proper starts with the first pure decode step."""
+def decode_cycle(gammas: tuple[int, ...], hold: int, shift: int) -> str:
+    """The draft engine's decode-window policy: every gamma, ``hold`` pure decode steps
+    each (``decode-cycle``: the prompts' prefill steps do not move it), the speculating
+    ones first, the start rotated by ``shift`` (so that no gamma always gets a window's
+    first, shortest-context steps)."""
     order = [g for g in gammas if g > 0] + [0]
     k = shift % len(order)
     order = order[k:] + order[:k]
-    seq = [order[0]] * prefill_steps + [g for g in order for _ in range(hold)]
-    return f"cycle:{','.join(str(g) for g in seq)}/1"
+    return f"decode-cycle:{','.join(str(g) for g in order)}/{hold}"
 
 
 def _first_index(gammas: tuple[int, ...], first: int) -> int:
@@ -216,10 +213,7 @@ class _Session:
         if engine.drafted:
             plan = self.plan
             shift = self._cycles if first is None else _first_index(plan.gammas, first)
-            out = output or plan.output_tokens
-            # Steps the B prompts take to prefill within the token budget (chunked).
-            prefill = -(-b * (c - out // 2) // plan.token_budget)
-            policy = decode_cycle(plan.gammas, plan.hold, shift, prefill)
+            policy = decode_cycle(plan.gammas, plan.hold, shift)
             self._cycles += 1
         w = decode_window(engine, b, c, output or self.plan.output_tokens, policy, self.rng)
         self._keep(label, w, counted)
