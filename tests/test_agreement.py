@@ -113,3 +113,36 @@ def test_a_profile_under_another_binding_is_refused(tmp_path: Path,
     assert main(["validate", "--live-run", str(bench), "--profile", str(path),
                  "--any-binding"]) == 0
     assert "WARNING" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda m: m["runs"][0].update(slug="../../elsewhere"), "slug must name a folder"),
+    (lambda m: m["runs"][0].update(round="one"), "round must be an integer"),
+    (lambda m: m.update(runs={"a": 1}), "no list of runs"),
+    (lambda m: m.update(gamma_max="3"), "gamma_max must be an integer"),
+    (lambda m: m.update(cpu_binding={"bind": "0-1", "omp_num_threads": "x"}),
+     "omp_num_threads must be an integer"),
+])
+def test_a_damaged_benchmark_record_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: object, needle: str
+) -> None:
+    bench = _bench(tmp_path)
+    meta = json.loads((bench / "bench.json").read_text())
+    edit(meta)  # type: ignore[operator]
+    (bench / "bench.json").write_text(json.dumps(meta))
+    assert main(["validate", "--live-run", str(bench), "--profile", PROFILE]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+
+
+def test_an_unusable_out_is_refused_before_any_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = _bench(tmp_path)
+    taken = tmp_path / "taken"
+    taken.write_text("a file, not a folder")
+    assert main(["validate", "--live-run", str(bench), "--profile", PROFILE,
+                 "--out", str(taken)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert taken.read_text() == "a file, not a folder"

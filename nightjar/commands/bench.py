@@ -11,6 +11,7 @@ vLLM is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -101,7 +102,7 @@ def _cores(text: str | None) -> tuple[int, ...]:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if not args.time_scale > 0:
+    if not (math.isfinite(args.time_scale) and args.time_scale > 0):
         raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
     if not args.kv_cache_gb > 0:
         raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
@@ -115,7 +116,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nightjar.commands.live import _check_policies, _check_profile, _head
-    from nightjar.live.models import check_pair, default_draft, resolve_model
+    from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
     from nightjar.live.version import check_vllm_version
     from nightjar.results.write import prepare_out_dir
     from nightjar.trace.model import load_trace
@@ -127,13 +128,21 @@ def run(args: argparse.Namespace) -> int:
     check_vllm_version()
     _check_policies(list(plan.policies), args.gamma_max)
     profile = _check_profile(args.profile)
-    trace = load_trace(args.trace)
+    # --time-scale multiplies the trace's times: the trace itself is scaled, as
+    # `nightjar live` scales it by --rate-scale, so every run replays the same times.
+    trace = load_trace(args.trace).rate_scaled(1.0 / args.time_scale)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
-    vocab = check_pair(target, draft) if draft else 32000
+    # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
+    vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
+    ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
+    if ids and max(ids) >= vocab:
+        raise NightjarInputError(
+            f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
+            f"vocabulary ({vocab} tokens)")
     out = args.out or _default_out(trace.name)
     prepare_out_dir(out, args.force)
     return _bench(args, plan, cores, trace, target, draft, vocab, profile, out, slo)
@@ -185,24 +194,20 @@ def _expected_run_s(trace: Any, args: argparse.Namespace, profile: str | None
     it is a profile (an overload drains long after its last arrival), else the trace's
     span plus a tail."""
     span = float(trace.arrival_s.max() - trace.arrival_s.min()) if len(trace) else 0.0
-    fallback = span * args.time_scale * 1.3 + 10.0, "the trace's span and a tail"
+    fallback = span * 1.3 + 10.0, "the trace's span and a tail"
     if profile is None:
         return fallback
     try:
-        import dataclasses
-
         from nightjar.profile.model import load_profile
         from nightjar.sim import SimConfig, simulate
 
         prof = load_profile(profile)
-        scaled = dataclasses.replace(trace, arrival_s=trace.arrival_s * args.time_scale,
-                                     span_s=None)
         cfg = SimConfig(gamma_max=min(args.gamma_max, prof.gamma_max),
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=2048)
-        run = simulate(scaled, prof, "nospec", cfg)
+        run = simulate(trace, prof, "nospec", cfg)
     except NightjarInputError:  # a step table, or a trace the profile cannot serve
         return fallback
-    return max(run.duration_s, span * args.time_scale) + 3.0, "nospec simulated on --profile"
+    return max(run.duration_s, span) + 3.0, "nospec simulated on --profile"
 
 
 def _minutes(seconds: float) -> str:
@@ -225,7 +230,7 @@ def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace:
     with_draft, plain = engine_specs(base, plan)
     setup = BenchSetup(
         trace=trace, draft_engine=with_draft, plain_engine=plain,
-        options=ReplayOptions(args.time_scale, vocab, args.seed), cores=cores,
+        options=ReplayOptions(vocab, args.seed), cores=cores,
         workdir=out / ".steps", max_foreign_pct=args.max_foreign, retries=args.retries,
         warmup=not args.no_warmup,
     )

@@ -153,10 +153,18 @@ def add_parser(sub: Any) -> None:
         help="KV blocks the draft stands for (default: its weight bytes)",
     )
     p.add_argument(
+        "--rate-scale",
+        type=float,
+        default=None,
+        metavar="S",
+        help="multiply the trace's request rate by S: arrival times divided by S (10 replays"
+        " ten times faster; default 1), as nightjar sim and sweep",
+    )
+    p.add_argument(
         "--time-scale",
         type=float,
-        default=1.0,
-        help="multiply trace times by this (0.1 replays ten times faster)",
+        default=None,
+        help="deprecated: multiply arrival times by T, the same as --rate-scale 1/T",
     )
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
     p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len (tokens)")
@@ -326,7 +334,7 @@ def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, setti
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.live.models import check_pair, default_draft, resolve_model
+    from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
     from nightjar.policies.registry import expand_specs, spec_needs_draft
@@ -343,8 +351,7 @@ def run(args: argparse.Namespace) -> int:
             f"--gamma-max {args.gamma_max} exceeds the engine's num_speculative_tokens "
             f"({spec_tokens}); vLLM cannot draft more tokens than it was started with"
         )
-    if not args.time_scale > 0:
-        raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
+    args.rate_scale = rate_scale_of(args)
     # Flag checks before the model checks: they need nothing on disk.
     memory = memory_settings(args)
     profile = _check_profile(args.profile)
@@ -362,7 +369,8 @@ def run(args: argparse.Namespace) -> int:
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
-    vocab = check_pair(target, draft) if draft else 32000
+    # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
+    vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
     default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, args.gamma_max)
@@ -415,11 +423,16 @@ def _replay_all(
     from nightjar.results.write import prepare_out_dir
     from nightjar.trace.model import load_trace
 
-    trace = load_trace(args.trace)
+    trace = load_trace(args.trace).rate_scaled(args.rate_scale)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
+    ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
+    if ids and max(ids) >= vocab:
+        raise NightjarInputError(
+            f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
+            f"vocabulary ({vocab} tokens)")
     out = args.out or default_out_dir(f"live-{trace.name}")
-    prepare_out_dir(out, args.force)
+    prepare_out_dir(out, args.force, replace=args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.plugins.engine import prepare_env
 
@@ -440,7 +453,7 @@ def _replay_all(
                 result, _ = replay(
                     trace,
                     engine,
-                    ReplayOptions(args.time_scale, vocab, args.seed),
+                    ReplayOptions(vocab, args.seed),
                     progress=functools.partial(_advance, bar, label),
                 )
                 bar.print(
@@ -452,7 +465,7 @@ def _replay_all(
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
     result_set = ResultSet.build(
         results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
-        slo=slo_from_args(args),
+        slo=slo_from_args(args), offload=args.offload == "on",
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
     for line in off_grid_lines(results):
@@ -464,6 +477,26 @@ def _replay_all(
     _write_step_tables(result_set, out)
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
+
+
+def rate_scale_of(args: argparse.Namespace) -> float:
+    """``--rate-scale`` (one meaning on every command: it multiplies the request rate),
+    or the deprecated ``--time-scale T`` as its inverse 1/T."""
+    import math
+    import warnings
+
+    if args.time_scale is not None:
+        if args.rate_scale is not None:
+            raise NightjarInputError("give --rate-scale or --time-scale (deprecated), not both")
+        if not (math.isfinite(args.time_scale) and args.time_scale > 0):
+            raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
+        warnings.warn("--time-scale T is deprecated: use --rate-scale 1/T", FutureWarning,
+                      stacklevel=1)
+        return 1.0 / float(args.time_scale)
+    scale = 1.0 if args.rate_scale is None else float(args.rate_scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise NightjarInputError(f"--rate-scale must be a finite number > 0, got {scale}")
+    return scale
 
 
 def _advance(bar: Any, label: str, done: int) -> None:

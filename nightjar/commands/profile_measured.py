@@ -67,10 +67,9 @@ def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
 def _prompts(path: str | None) -> tuple[str, ...]:
     if not path:
         return ()
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise NightjarInputError(f"--prompts {path}: cannot read ({exc.strerror or exc})") from None
+    from nightjar.reading import as_path, read_text
+
+    lines = read_text(as_path(path, "--prompts"), f"--prompts {path}").splitlines()
     texts = tuple(line for line in lines if line.strip())
     if not texts:
         raise NightjarInputError(f"--prompts {path}: no prompts (one per line)")
@@ -113,8 +112,12 @@ def _refuse_inconsistent(data: dict[str, Any], bad: list[Any], out: Path, keep: 
     data["measured"]["inconsistent_cells"] = cells
     if keep:
         return
+    from nightjar.results.outdir import check_out_file, write_out_file
+
     rejected = out.with_name(f"{out.stem}.rejected.json")
-    rejected.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    # Our own earlier rejection may be replaced; a FIFO, a folder or a device never.
+    real = check_out_file(rejected, force=True, what="the rejected profile")
+    write_out_file(real, json.dumps(data, indent=1) + "\n", rejected)
     shown = "; ".join(cells[:3]) + (f" (and {len(cells) - 3} more)" if len(cells) > 3 else "")
     raise NightjarInputError(
         f"measured profile: {len(cells)} decode cells still contradict a smaller gamma or "
@@ -127,12 +130,14 @@ def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, max_position, resolve_model
     from nightjar.live.version import check_vllm_version
     from nightjar.profile.model import Profile
+    from nightjar.results.outdir import check_out_file, write_out_file
 
     out = Path(args.out) if args.out else None
     if out is None:
         raise NightjarInputError("measured profiling needs --out FILE")
-    if out.exists() and not args.force:
-        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
+    # Checked before any engine starts: never a FIFO, a folder or one of the inputs.
+    real = check_out_file(out, args.force, inputs=[
+        x for x in (args.add_mixed_to, args.prompts) if x])
     if not out.parent.is_dir():
         raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
     if not args.kv_cache_gb > 0:
@@ -200,12 +205,8 @@ def run_measured(args: argparse.Namespace) -> int:
                 data = _with_mixed(base, plan, measure_mixed(plan, decode_ms, bar.print))
     print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
-    if out.exists() and not args.force:  # appeared while we measured
-        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
-    try:
-        out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise NightjarInputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    check_out_file(out, args.force)  # something may have appeared there while we measured
+    write_out_file(real, json.dumps(data, indent=1) + "\n", out)
     b, g = profile.max_batch_size, profile.gamma_max
     c = profile.min_context_len
     print(

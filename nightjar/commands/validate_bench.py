@@ -24,15 +24,16 @@ from nightjar.errors import NightjarInputError
 
 def run_bench_validation(args: argparse.Namespace) -> int:
     from nightjar.agreement import JUDGED, bench_agreement
+    from nightjar.checks import integer, text
     from nightjar.commands.run_flags import run_config
     from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding
     from nightjar.commands.validate_common import table as _table
     from nightjar.live.binding import binding_from_json
     from nightjar.profile.model import load_profile
-    from nightjar.results.bench import read_bench
+    from nightjar.results.bench import BENCH_FILE, read_bench
     from nightjar.results.metrics import summarize
-    from nightjar.results.outdir import staged_out_dir
-    from nightjar.sim import simulate
+    from nightjar.results.outdir import check_out_dir, staged_out_dir
+    from nightjar.sim import servable, simulate
     from nightjar.validate import step_replay, trace_of
 
     if len(args.live_run) != 1:
@@ -44,15 +45,23 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     check_binding(profile, [binding_from_json(meta.get("cpu_binding"))], args.any_binding,
                   console)
     # The benchmark says how its engines ran: the simulator runs the same limits.
+    at = f"{record.folder}: {BENCH_FILE}"
     config = dataclasses.replace(
         run_config(args, only=LIVE_RUN_FIELDS),
-        gamma_max=int(meta.get("gamma_max", args.gamma_max)),
-        draft_kv=str(meta.get("draft_kv", args.draft_kv)),
-        max_num_seqs=int(meta.get("max_num_seqs", args.max_num_seqs)),
-        seed=int(meta.get("seed", args.seed)),
+        gamma_max=integer(meta.get("gamma_max", args.gamma_max), f"{at}: gamma_max", lo=0),
+        draft_kv=text(meta.get("draft_kv", args.draft_kv), f"{at}: draft_kv"),
+        max_num_seqs=integer(meta.get("max_num_seqs", args.max_num_seqs),
+                             f"{at}: max_num_seqs", lo=1),
+        seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
     )
     config.check_profile(profile, flag_of)
     cfg = config.sim_config()
+    # Every input before any output (as `nightjar validate` on run folders): a request
+    # the profile's pool can never hold fails here, and so does an unusable --out.
+    for run in record.runs:
+        servable(trace_of(run.result), profile, cfg)
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
     sims: dict[tuple[int, str], dict[str, float]] = {}
     replays = []
     for run in record.runs:
@@ -64,7 +73,8 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     agree = bench_agreement(record.runs, sims)
     console.print(f"benchmark {record.folder}: trace {meta.get('trace')}, "
                   f"{agree.rounds} rounds ({agree.clean_rounds} used), policies "
-                  f"{', '.join(meta.get('policies', []))}; profile {profile.name}")
+                  f"{', '.join(str(p) for p in meta.get('policies') or [])}; "
+                  f"profile {profile.name}")
     replay = _replay_by_kind(pd.concat(replays, ignore_index=True))
     console.print(_table(replay, "every live step priced by the simulator, per kind "
                          "(error of the total, mean ± 95% over the rounds)"))

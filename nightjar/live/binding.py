@@ -91,15 +91,21 @@ def binding_from_json(data: Any) -> Binding | None:
     if not isinstance(data, dict) or "bind" not in data:
         return None
     threads = data.get("omp_num_threads")
-    return Binding(str(data["bind"]), None if threads is None else int(threads),
-                   str(data.get("source", "unknown")))
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+        raise NightjarInputError(f"cpu_binding.omp_num_threads must be an integer, got "
+                                 f"{threads!r:.40}")
+    return Binding(str(data["bind"]), threads, str(data.get("source", "unknown")))
 
 
 def binding_from_extras(extra: dict[str, float]) -> Binding | None:
     """The binding a run summary recorded (:meth:`Binding.extras`), or None."""
     if "cpu_bind_mask" not in extra:
         return None
-    mask = int(extra["cpu_bind_mask"])
+    try:
+        mask = int(extra["cpu_bind_mask"])
+    except (TypeError, ValueError, OverflowError):
+        raise NightjarInputError(
+            f"cpu_bind_mask must be an integer, got {extra['cpu_bind_mask']!r:.40}") from None
     cores = [c for c in range(mask.bit_length()) if mask >> c & 1]
     bind = "auto" if extra.get("cpu_bind_auto") else (format_cores(cores) if cores else "nobind")
     threads = int(extra.get("omp_num_threads_env", 0)) or None

@@ -172,24 +172,36 @@ def is_bench(folder: Path) -> bool:
 
 
 def read_bench(folder: Path) -> BenchRecord:
-    """A benchmark folder back: every run with its round, label and load."""
+    """A benchmark folder back: every run with its round, label and load. Every field is
+    checked (one-line errors): a slug names a folder inside its round, never a path."""
+    from nightjar.checks import boolean, integer, number, text
+    from nightjar.reading import as_path, read_json
     from nightjar.results.read import read_run_folder
 
-    folder = Path(folder)
-    try:
-        meta = json.loads((folder / BENCH_FILE).read_text(encoding="utf-8"))
-        entries = meta["runs"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise NightjarInputError(
-            f"{folder}: not a benchmark folder ({BENCH_FILE}: {exc})"
-        ) from None
+    folder = as_path(folder, "--live-run")
+    what = f"{folder / BENCH_FILE}"
+    meta = read_json(folder / BENCH_FILE, what)
+    if not isinstance(meta, dict) or not isinstance(meta.get("runs"), list):
+        raise NightjarInputError(f"{folder}: not a benchmark folder ({what}: no list of runs)")
     runs = []
-    for e in entries:
-        sub = folder / f"round-{int(e['round'])}" / e.get("slug", "")
-        result, _slo = read_run_folder(sub)
-        runs.append(RoundRun(int(e["round"]), int(e["position"]), str(e["label"]), result,
-                             dict(e.get("load", {})), int(e.get("attempts", 1)),
-                             bool(e.get("loaded", False)), float(e.get("wall_s", 0.0)),
-                             [float(x) for x in e.get("earlier_foreign_pct", [])],
-                             str(e.get("slug", ""))))
+    for i, e in enumerate(meta["runs"]):
+        at = f"{what}: runs[{i}]"
+        if not isinstance(e, dict):
+            raise NightjarInputError(f"{at} must be an object")
+        slug = text(e.get("slug", ""), f"{at}.slug", empty=True)
+        if slug in (".", "..") or "/" in slug or "\\" in slug or "\0" in slug:
+            raise NightjarInputError(f"{at}.slug must name a folder, got {slug!r}")
+        rnd = integer(e.get("round"), f"{at}.round", lo=0)
+        load = e.get("load", {})
+        earlier = e.get("earlier_foreign_pct", [])
+        if not isinstance(load, dict) or not isinstance(earlier, list):
+            raise NightjarInputError(f"{at}: load must be an object, earlier_foreign_pct a list")
+        result, _slo = read_run_folder(folder / f"round-{rnd}" / slug)
+        runs.append(RoundRun(rnd, integer(e.get("position"), f"{at}.position", lo=0),
+                             text(e.get("label"), f"{at}.label"), result, dict(load),
+                             integer(e.get("attempts", 1), f"{at}.attempts", lo=1),
+                             boolean(e.get("loaded", False), f"{at}.loaded"),
+                             number(e.get("wall_s", 0.0), f"{at}.wall_s", nonnegative=True),
+                             [number(x, f"{at}.earlier_foreign_pct") for x in earlier],
+                             slug))
     return BenchRecord(folder, meta, runs)

@@ -288,6 +288,15 @@ def decode_rows(
     return decode, fwd
 
 
+def decode_counts(grid: Grid, nodraft: EngineRun, draft: EngineRun) -> list[list[int]]:
+    """``[B, gamma, C, steps]``: how many clean steps each decode cell is the median of
+    (steps in which the engine ran exactly B requests, verifying and proposing that
+    gamma), gamma 0 from the no-draft engine as in :func:`decode_rows`."""
+    cells = {g: decode_cells(nodraft if g == 0 else draft, g) for g in grid.gammas}
+    return [[b, g, c, cells[g][(b, c)][3] if (b, c) in cells[g] else 0]
+            for b in grid.batch_sizes for c in grid.contexts for g in grid.gammas]
+
+
 def prefill_rows(nodraft: EngineRun, draft: EngineRun) -> list[list[float]]:
     target, draft_cells = prefill_cells(nodraft), prefill_cells(draft)
     rows = [[n, target[n][0], draft_cells[n][1]] for n in sorted(set(target) & set(draft_cells))]

@@ -53,6 +53,7 @@ from nightjar.live.profiling.build import (
     Window,
     acceptance,
     decode_cells,
+    decode_counts,
     decode_rows,
     memory_facts,
     mixed_cells,
@@ -106,8 +107,12 @@ def _first_index(gammas: tuple[int, ...], first: int) -> int:
 
 
 @contextlib.contextmanager
-def _in_process(enabled: bool = True) -> Iterator[None]:
-    """Run the engine cores in this process, and undo what that leaves behind."""
+def in_process_engine(enabled: bool = True) -> Iterator[None]:
+    """Run the engine cores in this process, and undo what that leaves behind.
+
+    With the core in this process, ``LLMEngine.add_request`` and ``LLMEngine.step``
+    act at once and in order: a test can drive an engine step by step and add
+    requests at a given step, whatever the machine's speed."""
     key = "VLLM_ENABLE_V1_MULTIPROCESSING"
     old = os.environ.get(key)
     os.environ[key] = "0" if enabled else "1"
@@ -156,7 +161,7 @@ def _engines(plan: ProfilePlan, workdir: Path, which: tuple[str, ...]
     from vllm import LLM
 
     started: dict[str, Engine] = {}
-    with _in_process(plan.in_process):
+    with in_process_engine(plan.in_process):
         try:
             for label in which:
                 drafted = label == DRAFT
@@ -466,6 +471,8 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
             "repeats": plan.repeats,
             "gamma_hold": plan.hold,
             "acceptance_requests": acc[2] if acc else 0,
+            # [B, gamma, context, clean steps]: what each decode cell is the median of.
+            "decode_steps": decode_counts(grid, nodraft, draft),
             "engines": {label: {"steps": len(r.steps), "windows": len(r.windows)}
                         for label, r in runs.items()},
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
