@@ -16,7 +16,7 @@ from nightjar.errors import NightjarInputError, one_line
 from nightjar.interrupts import Interrupted, signals_as_interrupts
 
 # Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("sim", "sweep", "live", "profile", "validate", "trace")
+COMMANDS = ("sim", "sweep", "live", "bench", "profile", "validate", "trace")
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]*)`")  # Sphinx roles such as :mod:`nightjar.sim`

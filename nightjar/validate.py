@@ -118,14 +118,32 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
 
     s = run.steps_frame()
     s = s[(s["batch_size"] > 0) | (s["prefill_tokens"] > 0)]
+    # The K a live step proposed (its draft's passes at the end of the step, over the
+    # prompts it prefilled too) is the one the next step verified (docs/live.md, lag).
+    proposed = s["gamma"].shift(-1).fillna(s["gamma"]).astype(int)
+    # Prompts a prefill-only step completes: live, the tokens it emitted (each prompt's
+    # first); the simulator's rows count decode tokens only, so there the requests whose
+    # first token came at the step's end.
+    done = s["emitted"]
+    if run.engine != "live":
+        proposed = s["gamma"]  # the simulator verifies a K in the step that chose it
+        firsts = np.sort(run.requests_frame()["first_token_s"].dropna().to_numpy(dtype=float))
+        ends = (s["time_s"] + s["step_time_s"]).to_numpy(dtype=float)
+        tol = 1e-9 * np.maximum(np.abs(ends), 1.0)
+        done = pd.Series(np.searchsorted(firsts, ends + tol, side="right")
+                         - np.searchsorted(firsts, ends - tol, side="left"), index=s.index)
+    s = s.assign(proposed=proposed, prompts_done=done)
     s = s[s["gamma"] <= profile.gamma_max]
     loaded = spec_needs_draft(run.policy)
     priced, edge = [], []
-    for n, g, d, c, p in zip(s["batch_size"], s["gamma"], s["drafted"], s["mean_context_len"],
-                             s["prefill_tokens"], strict=True):
+    for n, g, d, c, p, k, e in zip(s["batch_size"], s["gamma"], s["drafted"],
+                                   s["mean_context_len"], s["prefill_tokens"], s["proposed"],
+                                   s["prompts_done"], strict=True):
         price = price_step(profile, StepShape(
             n_decode=int(n), g_max=int(g), drafted=int(d), mean_ctx=float(c),
             prefill_tokens=int(p), draft_loaded=loaded, sync=sync,
+            prompt_gamma=min(int(k), profile.gamma_max) if n == 0 else None,
+            prompts_done=int(e) if n == 0 else 0,
         ))
         priced.append(price.total_s)
         edge.append(price.off_grid)
@@ -174,10 +192,17 @@ class Agreement:
 
     errors: pd.DataFrame  # policy x metric: live, sim (means), their 95% intervals, error_pct
     ranking: pd.DataFrame  # by: live order, sim order, same, unresolved live pairs
+    pairs: pd.DataFrame  # by metric and pair: live paired difference, sim's, status
 
     @property
     def same_ranking(self) -> bool:
-        return bool(self.ranking["same"].all())
+        """Every pair the engine separated is ordered the same way by the simulator (an
+        order inside a cluster the engine did not resolve is no miss)."""
+        return bool((self.pairs["status"] != "MISS").all()) if len(self.pairs) else True
+
+    @property
+    def separated(self) -> int:
+        return int((self.pairs["status"] != "unresolved").sum()) if len(self.pairs) else 0
 
 
 def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
@@ -185,7 +210,10 @@ def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
     trace. Repeats of a policy (several live runs of it) are averaged, with their 95%
     interval (``nightjar.results.stats.mean_interval``); the rankings compare the means, and
     name the live neighbours whose intervals overlap (an order the engine itself did
-    not resolve)."""
+    not resolve). The pair check pairs the k-th run of each policy with the k-th of
+    the others (``--live-run`` given again: the repeats ran in that order) and holds
+    against the simulator only the pairs whose paired live interval excludes zero."""
+    from nightjar.results.paired import METRICS, paired_diff
     from nightjar.results.stats import Interval, mean_interval
 
     live_v: dict[str, dict[str, list[float]]] = {}
@@ -226,4 +254,25 @@ def agreement(pairs: list[tuple[RunResult, RunResult]]) -> Agreement:
         sep = " < " if low else " > "
         ranking.append({"by": label, "live": sep.join(lo), "sim": sep.join(so),
                         "same": lo == so, "unresolved_live": ", ".join(open_pairs) or "-"})
-    return Agreement(pd.DataFrame(rows), pd.DataFrame(ranking))
+    # Repeat k of every policy paired with repeat k of the others.
+    by_k = {"live": _by_repeat(live_v), "sim": _by_repeat(sim_v)}
+    names = list(live_m)
+    pair_rows = []
+    for key, name, _up in METRICS:
+        for i, pa in enumerate(names):
+            for pb in names[i + 1:]:
+                lp = paired_diff(by_k["live"], pa, pb, key)
+                sp = paired_diff(by_k["sim"], pa, pb, key)
+                status = "unresolved"
+                if lp.separated:
+                    status = "same" if (sp.diff.mean > 0) == (lp.diff.mean > 0) else "MISS"
+                pair_rows.append({"metric": name, "a": pa, "b": pb, "repeats": lp.diff.n,
+                                  "live_diff_pct": lp.rel_pct, "live_half_pct": lp.rel_half_pct,
+                                  "sim_diff_pct": sp.rel_pct, "status": status})
+    return Agreement(pd.DataFrame(rows), pd.DataFrame(ranking), pd.DataFrame(pair_rows))
+
+
+def _by_repeat(values: dict[str, dict[str, list[float]]]) -> dict[str, dict[int, dict[str, float]]]:
+    """policy -> metric -> [repeats] as policy -> repeat -> metric -> value."""
+    return {p: {k: {m: vals[m][k] for m in vals} for k in range(len(vals[AGREEMENT[0]]))}
+            for p, vals in values.items()}

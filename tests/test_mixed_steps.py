@@ -191,3 +191,50 @@ def test_live_policy_lookups_off_the_grid_are_priced_at_the_edge_and_counted() -
         base.max_batch_size, 2, base.max_context_len)
     assert lat.draft_forward_s(4, float("nan")) == base.draft_forward_s(4, base.min_context_len)
     assert lat.off_grid_lookups == 2
+
+
+def test_a_prompt_only_step_pays_the_drafts_it_proposes_for_its_prompts() -> None:
+    # vLLM's drafter runs at the end of the step that emits a prompt's first token:
+    # one pass over the prompt (the draft's prefill), then K - 1 more at that batch.
+    plain = load_profile(DEFAULT_PROFILE)
+    base = {"n_decode": 0, "g_max": 0, "drafted": 0, "mean_ctx": 0.0, "prefill_tokens": 400,
+            "draft_loaded": True, "sync": False, "prompts_done": 2}
+    none = price_step(plain, StepShape(**base, prompt_gamma=0))
+    three = price_step(plain, StepShape(**base, prompt_gamma=3))
+    assert not none.draft_prefilled and none.prefill_s == pytest.approx(plain.prefill_time_s(400))
+    further = (plain.decode_timing(2, 3, 200.0).draft_s
+               - plain.decode_timing(2, 1, 200.0).draft_s)
+    assert three.draft_prefilled and further > 0
+    assert three.prefill_s == pytest.approx(
+        plain.prefill_time_s(400) + plain.draft_prefill_time_s(400) + further)
+    # K = 1 proposes with the prompt's pass alone; no draft loaded, nothing of it.
+    one = price_step(plain, StepShape(**base, prompt_gamma=1))
+    assert one.prefill_s == pytest.approx(plain.prefill_time_s(400)
+                                          + plain.draft_prefill_time_s(400))
+    off = price_step(plain, StepShape(**{**base, "draft_loaded": False}, prompt_gamma=3))
+    assert off.prefill_s == pytest.approx(plain.prefill_time_s(400))
+
+
+def test_the_simulator_asks_at_a_prompt_only_step_and_the_first_token_waits_for_it() -> None:
+    import numpy as np
+
+    from nightjar.trace.model import Trace
+
+    plain = load_profile(DEFAULT_PROFILE)
+    trace = Trace(name="one", seed=0, arrival_s=np.array([0.0]),
+                  prompt_tokens=np.array([400], dtype=np.int64),
+                  output_tokens=np.array([8], dtype=np.int64),
+                  workload=np.array(["sharegpt"], dtype=object), acceptance=np.array([0.6]))
+    cfg = SimConfig(gamma_max=3)
+    nospec = simulate(trace, plain, "nospec", cfg).requests[0].first_token_s
+    fixed = simulate(trace, plain, "fixed:3", cfg).requests[0].first_token_s
+    further = (plain.decode_timing(1, 3, 400.0).draft_s
+               - plain.decode_timing(1, 1, 400.0).draft_s)
+    assert nospec == pytest.approx(plain.prefill_time_s(400))
+    assert fixed == pytest.approx(
+        plain.prefill_time_s(400) + plain.draft_prefill_time_s(400) + further)
+    # The prompt-only step's row keeps the K proposed for the prompt (3), and the first
+    # decode step pays no catch-up: the draft's KV already holds the prompt.
+    steps = simulate(trace, plain, "fixed:3", cfg).steps
+    assert steps[0].batch_size == 0 and steps[0].gamma == 3
+    assert steps[1].switch_cost_s == 0.0

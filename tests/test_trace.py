@@ -48,8 +48,9 @@ def test_bundled_traces_load_by_name() -> None:
         assert required in names
     for name in names:
         t = load_trace(name)
-        assert t.name == name and len(t) > 50
-        assert 100 <= t.duration_s <= 180
+        assert t.name == name and len(t) > 15
+        # The live-* validation traces are sized for a CPU engine: 1-3 min of replay.
+        assert (50 if name.startswith("live-") else 100) <= t.duration_s <= 180
         assert np.all(np.diff(t.arrival_s) >= 0)
     assert len(load_trace("burst.json")) == len(load_trace("burst"))
 

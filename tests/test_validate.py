@@ -88,10 +88,20 @@ def test_agreement_ranks_policies_and_catches_a_swap(tmp_path: Path) -> None:
     same = agreement([(nospec, nospec), (fixed, fixed)])
     assert same.same_ranking
     assert (same.errors["error_pct"].abs() < 1e-9).all()
-    # A simulator that swapped the two policies' outcomes ranks them the other way.
+    # One run each separates no pair: a swapped simulator is then no miss, only
+    # unresolved (the engine gave no order to hold against it).
     swapped = agreement([(nospec, fixed), (fixed, nospec)])
-    assert not swapped.same_ranking
+    assert swapped.same_ranking and swapped.separated == 0
+    assert set(swapped.pairs["status"]) == {"unresolved"}
     assert set(swapped.ranking["by"]) == {"mean E2E", "throughput"}
+    # Two repeats of each (paired by their order) separate the pair; the swap is caught.
+    n2 = [simulate(trace, profile, "nospec", SimConfig(seed=s)) for s in (1, 2)]
+    f2 = [simulate(trace, profile, "fixed:3", SimConfig(seed=s)) for s in (1, 2)]
+    caught = agreement([(n2[0], f2[0]), (n2[1], f2[1]), (f2[0], n2[0]), (f2[1], n2[1])])
+    assert caught.separated > 0 and not caught.same_ranking
+    assert "MISS" in set(caught.pairs["status"])
+    held = agreement([(r, r) for r in n2 + f2])
+    assert held.same_ranking and held.separated == caught.separated
 
 
 def test_cli_folder_of_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,7 +113,7 @@ def test_cli_folder_of_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                  "--out", str(tmp_path / "v")])
     assert code == 0
     out = capsys.readouterr().out
-    assert "ranks the policies as the engine did: yes" in out
+    assert "orders every pair the engine separated as the engine did: yes" in out
     assert (tmp_path / "v" / "ranking.csv").is_file()
 
 
@@ -154,6 +164,6 @@ def test_cli_repeated_live_runs(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code = main(["validate", *folders, "--profile", DEFAULT_PROFILE, "--out", str(tmp_path / "v")])
     assert code == 0
     out = capsys.readouterr().out
-    assert "ranks the policies as the engine did: yes" in out
+    assert "orders every pair the engine separated as the engine did: yes" in out
     assert "every live step priced by the simulator" in out
     assert (tmp_path / "v" / "step_replay-nospec-2.csv").is_file()

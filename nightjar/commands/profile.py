@@ -113,7 +113,13 @@ def add_parser(sub: Any) -> None:
     m.add_argument(
         "--output-tokens", type=int, default=32, help="tokens decoded per measured request"
     )
-    m.add_argument("--repeats", type=int, default=2, help="times each batch is measured")
+    m.add_argument("--repeats", type=int, default=2,
+                   help="passes over the grid (interleaved: each cell's windows minutes apart)")
+    m.add_argument("--remeasure", type=int, default=2,
+                   help="passes re-measuring decode cells cheaper than a smaller gamma or "
+                   "batch; still inconsistent after them, the profile is not written")
+    m.add_argument("--keep-inconsistent", action="store_true",
+                   help="write the profile even with such cells (listed in its header)")
     m.add_argument("--kv-cache-gb", type=float, default=1.0, help="KV pool size (GiB)")
     m.add_argument("--prompts", default=None, help="text file, one prompt per line (acceptance)")
     m.add_argument(

@@ -44,6 +44,8 @@ def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
         str(args.output_tokens),
         "--repeats",
         str(args.repeats),
+        "--remeasure",
+        str(args.remeasure),
         "--kv-cache-gb",
         f"{args.kv_cache_gb:g}",
         "--seed",
@@ -54,6 +56,8 @@ def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
     parts += ["--workload", args.workload]
     if args.in_process:
         parts += ["--in-process"]
+    if args.keep_inconsistent:
+        parts += ["--keep-inconsistent"]
     if args.add_mixed_to:
         parts += ["--add-mixed-to", args.add_mixed_to]
     parts += ["--out", str(out)]
@@ -96,6 +100,30 @@ def _with_mixed(base: dict[str, Any], plan: Any, rows: list[Any]) -> dict[str, A
         "in the same window."
     ).strip()
     return out
+
+
+def _refuse_inconsistent(data: dict[str, Any], bad: list[Any], out: Path, keep: bool) -> None:
+    """A profile whose decode cells still contradict the cost model after the re-measures
+    is not written as ``out`` (it would price those steps wrong): it is kept next to it
+    as ``NAME.rejected.json`` and the command fails, unless ``--keep-inconsistent``."""
+    if not bad:
+        return
+    cells = [i.describe() for i in bad]
+    data["measured"]["inconsistent_cells"] = cells
+    if keep:
+        return
+    from nightjar.results.outdir import check_out_file, write_out_file
+
+    rejected = out.with_name(f"{out.stem}.rejected.json")
+    # Our own earlier rejection may be replaced; a FIFO, a folder or a device never.
+    real = check_out_file(rejected, force=True, what="the rejected profile")
+    write_out_file(real, json.dumps(data, indent=1) + "\n", rejected)
+    shown = "; ".join(cells[:3]) + (f" (and {len(cells) - 3} more)" if len(cells) > 3 else "")
+    raise NightjarInputError(
+        f"measured profile: {len(cells)} decode cells still contradict a smaller gamma or "
+        f"batch after the re-measures ({shown}); not written (kept as {rejected}): measure "
+        "on a quieter machine, or give --keep-inconsistent"
+    )
 
 
 def run_measured(args: argparse.Namespace) -> int:
@@ -152,6 +180,7 @@ def run_measured(args: argparse.Namespace) -> int:
             command=_command(args, draft_arg, out),
             model_max_len=min(max_position(target), max_position(draft)),
             in_process=args.in_process,
+            remeasure=args.remeasure,
         )
         plan.check()
 
@@ -165,7 +194,8 @@ def run_measured(args: argparse.Namespace) -> int:
                 bar.update(engine, float(done))
 
             if base is None:
-                data = measure_profile(plan, bar.print, tick)
+                data, bad = measure_profile(plan, bar.print, tick)
+                _refuse_inconsistent(data, bad, out, args.keep_inconsistent)
             else:
                 base_profile = Profile.from_json(base, str(args.add_mixed_to))
 

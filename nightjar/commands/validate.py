@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nightjar.commands.run_flags import add_run_flags, run_config
+from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding, run_bindings, table
 from nightjar.config import (
     LIVE_GAMMA_MAX,
     LIVE_MAX_NUM_BATCHED_TOKENS,
@@ -19,8 +20,6 @@ from nightjar.config import (
 )
 from nightjar.errors import NightjarInputError
 
-LIVE_RUN_FIELDS = ("seed", "gamma_max", "draft_kv", "engine", "max_num_seqs",
-                   "max_num_batched_tokens")
 LIVE_DEFAULTS = {"gamma_max": LIVE_GAMMA_MAX, "max_num_seqs": LIVE_MAX_NUM_SEQS,
                  "max_num_batched_tokens": LIVE_MAX_NUM_BATCHED_TOKENS}
 
@@ -37,6 +36,10 @@ def add_parser(sub: Any) -> None:
                    "or DIR itself: every policy in it, with the ranking check; give it "
                    "again for repeats of the same runs (means and 95%% intervals)")
     p.add_argument("--profile", required=True, help="bundled profile name or path")
+    p.add_argument("--any-binding", action="store_true",
+                   help="compare even when the live runs and a measured profile ran under "
+                   "different CPU thread bindings (by default refused: the profile would "
+                   "price every step of the run wrong)")
     # The simulator settings that describe the live run, with `nightjar live`'s defaults.
     add_run_flags(p, only=LIVE_RUN_FIELDS, defaults=LIVE_DEFAULTS)
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
@@ -46,6 +49,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nightjar.profile.model import load_profile
+    from nightjar.results.bench import is_bench
     from nightjar.results.outdir import check_out_dir, staged_out_dir
     from nightjar.results.read import load_runs
     from nightjar.sim import servable, simulate
@@ -57,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
         trace_of,
     )
 
-    # Every input before any output: the settings, the profile, the runs, --out.
+    if any(is_bench(folder) for folder in args.live_run):
+        from nightjar.commands.validate_bench import run_bench_validation
+
+        return run_bench_validation(args)
+    # Every input before any output: the settings, the profile, the runs, the CPU
+    # bindings, --out.
     config = run_config(args, only=LIVE_RUN_FIELDS)
     profile = load_profile(args.profile)
     config.check_profile(profile, flag_of)
@@ -67,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
         servable(trace_of(live), profile, cfg)
     if args.out is not None:
         check_out_dir(args.out, args.force)
+    console = Console()
+    for folder in args.live_run:
+        check_binding(profile, run_bindings(folder), args.any_binding, console)
     for live in runs:
         if live.engine != "live":
             Console(stderr=True).print(
                 f"note: the {live.policy} run was written by the {live.engine} engine"
             )
-    console = Console()
     if args.max_num_seqs > profile.max_batch_size:
         console.print(f"note: the profile's largest batch is {profile.max_batch_size}; the "
                       f"simulator runs at most that many requests (live: {args.max_num_seqs})")
@@ -116,8 +127,11 @@ def run(args: argparse.Namespace) -> int:
             agree = agreement(pairs)
             console.print(_table(agree.errors, "agreement: live vs sim per policy"))
             console.print(_table(agree.ranking, "ranking: best first"))
-            console.print("the simulator ranks the policies as the engine did: "
-                          + ("yes" if agree.same_ranking else "NO"))
+            console.print(_table(agree.pairs, "pairs the engine separated (repeats paired by "
+                                 "their order; unresolved pairs are no miss)"))
+            console.print("the simulator orders every pair the engine separated as the engine "
+                          "did: " + ("yes" if agree.same_ranking else "NO")
+                          + f" ({agree.separated} of {len(agree.pairs)} pairs separated)")
             if tmp is not None:
                 agree.errors.to_csv(tmp / "agreement.csv", index=False)
                 agree.ranking.to_csv(tmp / "ranking.csv", index=False)
@@ -127,9 +141,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(frame: Any, title: str) -> Table:
-    table = Table(title=title)
-    for col in frame.columns:
-        table.add_column(str(col), justify="right")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
-    return table
+    return table(frame, title)

@@ -12,9 +12,10 @@ Call :func:`nightjar.live.plugins.engine.prepare_env` before importing this modu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,10 @@ import numpy as np
 
 from nightjar.core.records import RequestRecord, RunResult
 from nightjar.errors import NightjarInputError
+from nightjar.live.binding import current_binding
 from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
 from nightjar.live.plugins.optout import NO_SPEC_KEY
+from nightjar.live.plugins.runs import RunStart
 from nightjar.live.plugins.startup import startup_cause
 from nightjar.live.steplog import read_log
 from nightjar.trace.model import Trace
@@ -92,18 +95,25 @@ async def _one(
     rec: RequestRecord,
     outputs: list[list[int]],
     speculate: bool = True,
+    opens: dict[str, Any] | None = None,
+    opened: asyncio.Event | None = None,
 ) -> None:
+    """One request at its arrival time. ``opens``: the run switch this request carries
+    (it is then added before any other request of the run: ``opened`` is set once it is
+    in the engine's queue, and every other request waits for that)."""
     from vllm import SamplingParams
 
     delay = t0 + at - time.monotonic()
     if delay > 0:
         await asyncio.sleep(delay)
+    extra = {**(opens or {}), **({} if speculate else {NO_SPEC_KEY: 1})}
     params = SamplingParams(
-        temperature=0.0, max_tokens=max_tokens, ignore_eos=True,
-        extra_args=None if speculate else {NO_SPEC_KEY: 1},
+        temperature=0.0, max_tokens=max_tokens, ignore_eos=True, extra_args=extra or None,
     )
+    if opened is not None and opens is None:
+        await opened.wait()
     tokens: list[int] = []
-    async for out in engine.generate(prompt, params, request_id=f"nj{i}"):
+    async for out in _outputs(engine, f"nj{i}", prompt, params, opened if opens else None):
         tokens = list(out.outputs[0].token_ids)
         if tokens and rec.first_token_s != rec.first_token_s:  # still NaN
             rec.first_token_s = time.monotonic() - t0
@@ -112,13 +122,39 @@ async def _one(
     outputs[i] = tokens
 
 
-async def _replay(
-    trace: Trace, spec: EngineSpec, opts: ReplayOptions, progress: Callable[[int], None] | None
-) -> tuple[RunResult, list[list[int]]]:
+async def _outputs(
+    engine: Any, request_id: str, prompt: Any, params: Any, added: asyncio.Event | None
+) -> AsyncIterator[Any]:
+    """vLLM's ``generate``; with ``added``, set it once the request is in the engine's
+    queue (``AsyncLLM.add_request`` has sent it), which ``generate`` does not tell."""
+    if added is None:
+        async for out in engine.generate(prompt, params, request_id=request_id):
+            yield out
+        return
+    from vllm.outputs import STREAM_FINISHED
+
+    queue = await engine.add_request(request_id, prompt, params)
+    added.set()
+    try:
+        finished = False
+        while not finished:
+            out = queue.get_nowait() or await queue.get()
+            finished = out.finished
+            if out is not STREAM_FINISHED:
+                yield out
+    except asyncio.CancelledError:
+        await engine.abort(queue.request_id, internal=True)
+        raise
+
+
+@contextlib.asynccontextmanager
+async def started(spec: EngineSpec) -> AsyncIterator[Any]:
+    """``async with started(spec) as engine:`` vLLM's ``AsyncLLM`` with Nightjar plugged
+    in; a configuration the scheduler refuses is one line (``NightjarInputError``), and
+    the engine is shut down with the grace its engine core needs."""
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    prompts, clipped = _prompts(trace, spec, opts)
     try:
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(spec)))
     except RuntimeError as exc:
@@ -126,6 +162,28 @@ async def _replay(
         if cause is None:
             raise
         raise NightjarInputError(f"the engine cannot start: {cause}") from exc
+    try:
+        yield engine
+    finally:
+        # vLLM's default grace (5 s) can kill the engine core mid-teardown, which
+        # leaks its shared-memory queues; it exits by itself well within this.
+        engine.shutdown(timeout=SHUTDOWN_GRACE_S)
+        # Drop it now: AsyncLLM.__del__ at interpreter exit would shut down again.
+        del engine
+
+
+async def serve_trace(
+    engine: Any,
+    trace: Trace,
+    spec: EngineSpec,
+    opts: ReplayOptions,
+    progress: Callable[[int], None] | None = None,
+    run: RunStart | None = None,
+) -> tuple[RunResult, list[list[int]]]:
+    """Replay ``trace`` on a started engine; ``run``: the run its first request opens
+    (a policy switch on an engine shared by several runs, :mod:`nightjar.live.plugins.runs`),
+    whose step log then holds this replay's steps."""
+    prompts, clipped = _prompts(trace, spec, opts)
     n = len(trace)
     arrivals = trace.arrival_s
     records = [
@@ -135,38 +193,42 @@ async def _replay(
         for i in range(n)
     ]
     outputs: list[list[int]] = [[] for _ in range(n)]
-    try:
-        t0 = time.monotonic()
-        tasks = [
-            asyncio.create_task(
-                _one(
-                    engine,
-                    i,
-                    prompts[i],
-                    int(trace.output_tokens[i]),
-                    t0,
-                    float(arrivals[i]),
-                    records[i],
-                    outputs,
-                    trace.speculate is None or bool(trace.speculate[i]),
-                )
+    first = int(np.argmin(arrivals)) if n else 0
+    opened = asyncio.Event() if run is not None else None
+    t0 = time.monotonic()
+    tasks = [
+        asyncio.create_task(
+            _one(
+                engine,
+                i,
+                prompts[i],
+                int(trace.output_tokens[i]),
+                t0,
+                float(arrivals[i]),
+                records[i],
+                outputs,
+                trace.speculate is None or bool(trace.speculate[i]),
+                run.extra_args() if run is not None and i == first else None,
+                opened,
             )
-            for i in range(n)
-        ]
-        pending = set(tasks)
+        )
+        for i in range(n)
+    ]
+    pending = set(tasks)
+    try:
         while pending:
             done, pending = await asyncio.wait(pending, timeout=0.5)
             for task in done:
                 task.result()  # re-raise a request's failure here
             if progress is not None:
                 progress(n - len(pending))
-        duration = time.monotonic() - t0
     finally:
-        # vLLM's default grace (5 s) can kill the engine core mid-teardown, which
-        # leaks its shared-memory queues; it exits by itself well within this.
-        engine.shutdown(timeout=SHUTDOWN_GRACE_S)
-        # Drop it now: AsyncLLM.__del__ at interpreter exit would shut down again.
-        del engine
+        for task in pending:
+            task.cancel()
+    duration = time.monotonic() - t0
+    if run is not None:
+        spec = replace(spec, settings=replace(spec.settings, policy=run.policy,
+                                              step_log=run.step_log, seed=run.seed))
     result = RunResult(
         policy=spec.settings.policy,
         engine="live",
@@ -175,9 +237,16 @@ async def _replay(
         seed=opts.seed,
         duration_s=duration,
         requests=records,
-        extra={"clipped_prompts": float(clipped)},
+        extra={"clipped_prompts": float(clipped), **current_binding().extras()},
     )
     return _attach_log(result, spec, t0), outputs
+
+
+async def _replay(
+    trace: Trace, spec: EngineSpec, opts: ReplayOptions, progress: Callable[[int], None] | None
+) -> tuple[RunResult, list[list[int]]]:
+    async with started(spec) as engine:
+        return await serve_trace(engine, trace, spec, opts, progress)
 
 
 def _attach_log(result: RunResult, spec: EngineSpec, t0: float) -> RunResult:

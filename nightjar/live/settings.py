@@ -75,6 +75,10 @@ class LiveSettings:
     # action per step, the earliest due first): cycles that land in the same phase
     # of a load test however many steps a loaded machine needs.
     forced_residency_ms: dict[int, str] = field(default_factory=dict)
+    # Honour the run switch a request may carry (nightjar.live.plugins.runs): one engine
+    # start serves several runs (the live benchmark, the profiler). Never with
+    # ``--serve``: there the request's extra arguments come from clients.
+    switch_runs: bool = False
 
     def __post_init__(self) -> None:
         if self.gamma_max < 0:
@@ -87,6 +91,10 @@ class LiveSettings:
             raise NightjarInputError(f"draft KV mode must be sync or skip, got {self.draft_kv!r}")
         if self.reload not in ("drain", "migrate"):
             raise NightjarInputError(f"reload mode must be drain or migrate, got {self.reload!r}")
+        if self.switch_runs and self.memory is not None:
+            # A run's residency state (ballast, parked weights) would leak into the next.
+            raise NightjarInputError("runs sharing one engine need the draft resident "
+                                     "(no memory controller)")
         for step, action in {**self.forced_residency, **self.forced_residency_ms}.items():
             if action not in ("offload", "reload"):
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")

@@ -35,6 +35,11 @@ class StepLog:
     def step(self, record: StepRecord, *, start_mono: float, **extra: Any) -> None:
         self.write("step", start_mono=start_mono, **dataclasses.asdict(record), **extra)
 
+    def reopen(self, path: str | None) -> None:
+        """Append to ``path`` from now on (a new run on the same engine)."""
+        self.close()
+        self._fh = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()

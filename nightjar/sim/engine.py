@@ -302,9 +302,19 @@ class Engine:
             if not preempted and len(chunks) == b.n - n and self.waiting:
                 left = budget - sum(chunks) - slots * len(chunks)
                 chunks += self._admit(left, extra=slots)
+        # The K the draft proposes for this step's prompts: g_max, except in a V1
+        # prefill-only step, where the policy chose it for the prompts the step
+        # carries (vLLM's drafter runs at the end of that step, so its passes are in
+        # their first token's time).
+        prompt_gamma, prompts_done = g_max, 0
+        if not n:
+            prompt_gamma = _largest(step.decision)
+            if chunks:
+                todo = b.state[TODO, : len(chunks)].tolist()
+                prompts_done = sum(c == t for c, t in zip(chunks, todo, strict=True))
         return self._run(
             now, n, gam, g_max, drafted, step.clamped or cut, chunks, n,
-            self._ctx_sum / n if n else 0.0,
+            self._ctx_sum / n if n else 0.0, prompt_gamma, prompts_done,
         )
 
     def _step_batch(self, n: int) -> int:
@@ -315,15 +325,19 @@ class Engine:
         the simulator asks with the same count so that both policies see one batch.
         It can admit one fewer when the chosen drafts take the budget's last tokens.
 
-        A step with no decoding request keeps 0: its gamma would apply to nothing
-        here (the simulator verifies a K in the step that chose it; live verifies it
-        one step later, so the live scheduler asks on every step), and the policy is
-        not asked, which leaves the memory controller free to offload during a stretch
-        of prefill-only steps as before."""
-        if not self._v1 or not n:
+        A step with no decoding request counts the prompts it prefills (the partial
+        ones and what it admits): vLLM's scheduler asks for K on every step and its
+        drafter proposes K tokens for each prompt that completes, at the end of the
+        step that emits the prompt's first token. The simulator asks too and prices
+        those draft passes in that step (``prompt_gamma`` of :meth:`_run`); nothing is
+        verified there, so the policy gets no outcome for it, as live. Not with
+        ``--offload on``: there such a step keeps 0 and the policy is not asked, which
+        leaves the memory controller free to offload during a stretch of prompt-only
+        steps (a prompt that fits only without the draft gets its room that way)."""
+        if not self._v1 or (not n and self.cfg.offload):
             return n
         b = self.batch
-        if not self.waiting:  # nothing to admit: every running request (cheap path)
+        if not self.waiting and n:  # nothing to admit: every running request (cheap path)
             return b.n
         prefilling = b.state[TODO, n : b.n].tolist()
         pending = map(self._pending.__getitem__, self.waiting)
@@ -350,12 +364,15 @@ class Engine:
     def _run(
         self, now: float, n: int, gam: int | np.ndarray, g_max: int, drafted: int,
         clamped: bool, chunks: list[int], prefill_from: int, mean_ctx: float,
+        prompt_gamma: int = 0, prompts_done: int = 0,
     ) -> float:
         """Price the planned step, apply its sampled outcome, record it.
 
         The first ``n`` running requests decode at ``gam`` (one length for all, or one
         each); ``chunks[j]`` prompt tokens are prefilled by request
-        ``prefill_from + j``."""
+        ``prefill_from + j``. ``prompt_gamma`` is the K the draft proposes for the
+        step's prompts (``g_max`` when it decodes), ``prompts_done`` how many of them
+        complete in this step."""
         b, state = self.batch, self.batch.state
         prefill = sum(chunks)
         # -- latency: the step's duration and the part that was the draft's catch-up
@@ -367,7 +384,8 @@ class Engine:
                 lag = int(state[LAG, :n][gam > 0].sum())
         resident = self.draft.resident
         total_s, _, _, switch_s, self._draft_prefilled, off_grid = self._pricer.price(
-            n, g_max, drafted, mean_ctx, prefill, resident, self._sync, lag
+            n, g_max, drafted, mean_ctx, prefill, resident, self._sync, lag,
+            prompt_gamma if not n else g_max, prompts_done,
         )
         if off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
@@ -407,8 +425,11 @@ class Engine:
         # -- the record, and the report to the policy
         pool = self.pool
         self._moved = bool(emitted or prefill)
+        # A prefill-only step verifies nothing; its row keeps the K its draft proposed
+        # for the prompts (gamma statistics skip such steps: nightjar.results.metrics).
         self.steps.append(StepRecord(
-            now, step_s, n, len(self.waiting), g_max, prefill, drafted, accepted, emitted,
+            now, step_s, n, len(self.waiting), g_max if n else prompt_gamma, prefill,
+            drafted, accepted, emitted,
             pool.used, pool.total - pool.reclaim_pending, self.draft.state_name, switch_s,
             clamped, mean_ctx,
         ))
@@ -732,3 +753,8 @@ class Engine:
             )
         pool.allocate(taken)
         return chunks
+
+
+def _largest(decision: Decision) -> int:
+    """One K for a step's prompts: a per-request decision's largest (vLLM has one K)."""
+    return decision if isinstance(decision, int) else max(decision, default=0)

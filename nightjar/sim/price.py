@@ -11,7 +11,12 @@ in all) and ``prefill_tokens`` prompt tokens in one forward:
 - the prompt tokens: with a mixed-step table (measured profiles), what they add on
   top of the ``n + drafted`` decode tokens as measured; otherwise what they add on the
   prefill curve, ``prefill(base + p) - prefill(base)``; a step with no decode pays
-  the prefill curve itself; the draft, when it runs, prefills the same tokens;
+  the prefill curve itself; the draft, when it runs in this step (the K it proposes
+  for the prompts, ``prompt_gamma``, is > 0, or ``sync``), prefills the same tokens,
+  and in a prefill-only step it then drafts K - 1 more tokens for every prompt that
+  completes (vLLM's draft proposer runs its K passes at the end of the step that
+  emits a request's first token: that is in its TTFT); those passes cost what the
+  decode table's draft adds from gamma 1 to K at that batch;
 - the switch: the draft's catch-up over ``lag`` tokens (``--draft-kv skip``).
 
 Lookups outside a table are priced at its edge; ``off_grid`` says so, for the count.
@@ -36,6 +41,11 @@ class StepShape:
     draft_loaded: bool  # the draft's weights are resident
     sync: bool  # the draft runs at gamma 0 (vLLM's K = 0 pass) when loaded
     lag_tokens: int = 0  # draft KV to rebuild before speculating (skip mode)
+    # The K the draft proposes at the end of this step, for the prompts it prefills
+    # (None: g_max). Live it is the K verified one step later; in a prefill-only step
+    # the simulator asks the policy for it, as vLLM's scheduler does.
+    prompt_gamma: int | None = None
+    prompts_done: int = 0  # requests whose prefill completes in this step
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +61,8 @@ class StepPrice:
 def price_step(profile: Profile, shape: StepShape) -> StepPrice:
     return StepPrice(*StepPricer(profile).price(
         shape.n_decode, shape.g_max, shape.drafted, shape.mean_ctx, shape.prefill_tokens,
-        shape.draft_loaded, shape.sync, shape.lag_tokens,
+        shape.draft_loaded, shape.sync, shape.lag_tokens, shape.prompt_gamma,
+        shape.prompts_done,
     ))
 
 
@@ -91,6 +102,7 @@ class StepPricer:
     def price(
         self, n: int, g_max: int, drafted: int, mean_ctx: float, p: int,
         draft_loaded: bool, sync: bool, lag_tokens: int = 0,
+        prompt_gamma: int | None = None, prompts_done: int = 0,
     ) -> tuple[float, float, float, float, bool, bool]:
         """(total_s, decode_s, prefill_s, switch_s, draft_prefilled, off_grid)."""
         profile = self.profile
@@ -118,11 +130,24 @@ class StepPricer:
                 prefill_s = profile.mixed_added_s(base, p)
             else:
                 prefill_s = self._added(self._target, profile.prefill_time_s, base, p)
-            if draft_loaded and (g_max > 0 or sync):
+            k = g_max if prompt_gamma is None else prompt_gamma
+            if draft_loaded and (k > 0 or sync):
                 prefill_s += self._added(self._draft, profile.draft_prefill_time_s, base, p)
                 draft_prefilled = True
+                if not n and k > 1 and prompts_done:
+                    prefill_s += _further_drafts_s(profile, prompts_done, k, p / prompts_done)
         total = decode_s + prefill_s + switch_s
         return total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid
+
+
+def _further_drafts_s(profile: Profile, batch: int, k: int, ctx: float) -> float:
+    """The draft's passes 2..K over ``batch`` requests: what its table adds from gamma 1
+    to gamma K (the first pass is the prompt's prefill, priced on the prefill curve)."""
+    k = min(k, profile.gamma_max)
+    if k < 2:
+        return 0.0
+    first = profile.decode_timing(batch, 1, ctx).draft_s
+    return max(profile.decode_timing(batch, k, ctx).draft_s - first, 0.0)
 
 
 def decode_time_s(profile: Profile, n: int, g_max: int, g_mean: float, mean_ctx: float) -> float:

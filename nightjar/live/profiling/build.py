@@ -1,23 +1,26 @@
 """Turns what the profiler's engines recorded into a profile JSON (docs/profiles.md).
 
 Pure Python (no vllm, no torch). Inputs per engine: the scheduler's steps (start on
-``time.monotonic()``, duration, batch, prefill tokens, verified gamma), the worker
-probe's timed calls (``nightjar.live.profiling.probe``), and the windows the profiler
-ran its requests in. A timed call belongs to the step whose interval holds its start.
+``time.monotonic()``, duration, batch, prefill tokens, verified gamma and the K it
+proposed), the worker probe's timed calls (``nightjar.live.profiling.probe``), and the
+windows the profiler ran its requests in. A timed call belongs to the step whose
+interval holds its start.
 
 How each table is measured (the engines are described in nightjar.live.profiling.profiler):
 
 - ``decode[B, 0, C]``: the no-draft engine's pure decode steps with B running;
   ``verify_ms`` = target forward + logits, ``draft_ms`` = 0;
-- ``decode[B, G, C]``: the ``fixed:G`` engine's pure decode steps with B running;
+- ``decode[B, G, C]``: the draft engine's pure decode steps with B running that
+  verified G drafts and proposed G (a ``fixed:G`` step inside the gamma cycle);
   ``draft_ms`` = the drafter's ``propose`` (all G passes), ``verify_ms`` = target
   forward + logits; ``step_ms - draft_ms - verify_ms`` is the step's overhead
   (scheduling, input preparation, sampling, rejection, output processing);
-- ``draft_forward[B, C]``: ``propose`` in the ``fixed:0`` engine's decode steps, where
-  vLLM runs one draft pass over the new tokens to keep the draft's KV current;
+- ``draft_forward[B, C]``: ``propose`` in the draft engine's decode steps that
+  verified and proposed K = 0, where vLLM runs one draft pass over the new tokens
+  to keep the draft's KV current;
 - ``prefill[n]``: ``target_ms`` = the no-draft engine's prefill of n prompt tokens
-  (whole steps); ``draft_ms`` = ``propose`` in the ``fixed:0`` engine's prefill of the
-  same prompts (one draft pass over the prompt tokens);
+  (whole steps); ``draft_ms`` = ``propose`` in the draft engine's prefill of the
+  same prompts at ``fixed:0`` (one draft pass over the prompt tokens);
 - ``mixed[B, n]``: what n prompt tokens add to a decode step of B requests, in the
   no-draft engine: the median step that ran the B decodes and the n prompt tokens
   together, minus the median pure decode step of the same B in the same window (the
@@ -61,19 +64,18 @@ class Window:
 
 @dataclass
 class EngineRun:
-    """What one engine recorded. ``gamma`` is None for the engine without a draft."""
+    """What one engine recorded (``drafted``: the engine with the draft)."""
 
-    gamma: int | None
+    drafted: bool
     steps: list[StepRecord]  # time_s = monotonic start
     records: list[Record]
     windows: list[Window]
     facts: dict[str, Any]
     pool_blocks: int
     requests: dict[str, dict[str, int]] = field(default_factory=dict)
-    # How long the engine ran and the 1-minute load average when it finished: on a
-    # shared machine, a load above the core count means the tables are inflated.
-    wall_s: float = 0.0
-    load_1m: float = 0.0
+    # The K each step proposed (the policy's choice, parallel to ``steps``; the step's
+    # own ``gamma`` is the K it verified). Empty: every step proposed its own gamma.
+    chosen: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class _Timed:
     window: Window | None
     draft_s: float
     verify_s: float
+    proposed: int  # the K the step proposed
 
 
 def attribute(run: EngineRun) -> list[_Timed]:
@@ -91,14 +94,15 @@ def attribute(run: EngineRun) -> list[_Timed]:
     wins = sorted(run.windows, key=lambda w: w.start)
     win_starts = [w.start for w in wins]
     out = []
-    for s in run.steps:
+    for k, s in enumerate(run.steps):
         lo = bisect_left(starts, s.time_s)
         hi = bisect_right(starts, s.time_s + s.step_time_s)
         draft = sum(d for k, _, d in recs[lo:hi] if k == "draft")
         verify = sum(d for k, _, d in recs[lo:hi] if k != "draft")
         i = bisect_right(win_starts, s.time_s) - 1
         win = wins[i] if i >= 0 and s.time_s <= wins[i].end else None
-        out.append(_Timed(s, win, draft, verify))
+        proposed = run.chosen[k] if k < len(run.chosen) else s.gamma
+        out.append(_Timed(s, win, draft, verify, proposed))
     return out
 
 
@@ -106,15 +110,17 @@ def _median_ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1e3, 5)
 
 
-def decode_cells(run: EngineRun) -> dict[tuple[int, int], tuple[float, float, float, int]]:
-    """(B, C) -> (step_ms, draft_ms, verify_ms, steps) over pure decode steps with B running."""
-    want = 0 if run.gamma is None else run.gamma
+def decode_cells(
+    run: EngineRun, gamma: int
+) -> dict[tuple[int, int], tuple[float, float, float, int]]:
+    """(B, C) -> (step_ms, draft_ms, verify_ms, steps) over the pure decode steps with B
+    running that verified ``gamma`` drafts and proposed ``gamma`` (a fixed-gamma step)."""
     samples: dict[tuple[int, int], list[_Timed]] = defaultdict(list)
     for t in attribute(run):
         w, s = t.window, t.step
-        if w is None or w.kind != "decode" or s.prefill_tokens or s.gamma != want:
+        if w is None or w.kind != "decode" or s.prefill_tokens or s.gamma != gamma:
             continue
-        if s.batch_size == w.batch_size:
+        if t.proposed == gamma and s.batch_size == w.batch_size:
             samples[(w.batch_size, w.context)].append(t)
     return {
         key: (
@@ -218,7 +224,9 @@ def mixed_rows_rebased(
     ]
 
 
-def acceptance(runs: list[EngineRun], kind: str) -> tuple[float, float, int] | None:
+def acceptance(
+    runs: list[EngineRun], kind: str, gamma: int
+) -> tuple[float, float, int] | None:
     """Mean per-position acceptance ``a`` and a Beta concentration over requests.
 
     Each request's accepted/drafted ratio at gamma G is inverted through the
@@ -229,7 +237,7 @@ def acceptance(runs: list[EngineRun], kind: str) -> tuple[float, float, int] | N
 
     alphas: list[float] = []
     for run in runs:
-        if not run.gamma:
+        if not run.drafted:
             continue
         ids = {rid for w in run.windows if w.kind == kind for rid in w.request_ids}
         ratios = [
@@ -238,7 +246,7 @@ def acceptance(runs: list[EngineRun], kind: str) -> tuple[float, float, int] | N
             if rid.split("-")[0] in ids and c["drafted"] > 0
         ]
         if ratios:
-            alphas += alpha_from_ratio(np.array(ratios), float(run.gamma)).tolist()
+            alphas += alpha_from_ratio(np.array(ratios), float(gamma)).tolist()
     if not alphas:
         return None
     m = min(max(float(np.mean(alphas)), 0.001), 0.99)
@@ -262,32 +270,36 @@ class Grid:
     contexts: tuple[int, ...]
 
 
-def decode_rows(grid: Grid, runs: dict[int | None, EngineRun]) -> tuple[list[Any], list[Any]]:
-    """The ``decode`` and ``draft_forward`` tables (full grids)."""
-    cells = {g: decode_cells(runs[None if g == 0 else g]) for g in grid.gammas}
-    fwd_cells = decode_cells(runs[0])
+def decode_rows(
+    grid: Grid, nodraft: EngineRun, draft: EngineRun
+) -> tuple[list[Any], list[Any]]:
+    """The ``decode`` and ``draft_forward`` tables (full grids): gamma 0 from the no-draft
+    engine, every other gamma and the synced draft pass from the draft engine."""
+    cells = {g: decode_cells(nodraft if g == 0 else draft, g) for g in grid.gammas}
+    fwd_cells = decode_cells(draft, 0)
     decode, fwd = [], []
     for b in grid.batch_sizes:
         for c in grid.contexts:
             for g in grid.gammas:
-                step, draft, verify, _ = _need(cells[g], (b, c), f"B={b} gamma={g} context={c}")
-                decode.append([b, g, c, step, 0.0 if g == 0 else draft, verify])
+                step, draft_ms, verify, _ = _need(cells[g], (b, c), f"B={b} gamma={g} context={c}")
+                decode.append([b, g, c, step, 0.0 if g == 0 else draft_ms, verify])
             draft1 = _need(fwd_cells, (b, c), f"draft-forward B={b} context={c}")[1]
             fwd.append([b, c, draft1])
     return decode, fwd
 
 
-def decode_counts(grid: Grid, runs: dict[int | None, EngineRun]) -> list[list[int]]:
+def decode_counts(grid: Grid, nodraft: EngineRun, draft: EngineRun) -> list[list[int]]:
     """``[B, gamma, C, steps]``: how many clean steps each decode cell is the median of
-    (steps in which the engine ran exactly B requests at that gamma)."""
-    cells = {g: decode_cells(runs[None if g == 0 else g]) for g in grid.gammas}
+    (steps in which the engine ran exactly B requests, verifying and proposing that
+    gamma), gamma 0 from the no-draft engine as in :func:`decode_rows`."""
+    cells = {g: decode_cells(nodraft if g == 0 else draft, g) for g in grid.gammas}
     return [[b, g, c, cells[g][(b, c)][3] if (b, c) in cells[g] else 0]
             for b in grid.batch_sizes for c in grid.contexts for g in grid.gammas]
 
 
-def prefill_rows(runs: dict[int | None, EngineRun]) -> list[list[float]]:
-    target, draft = prefill_cells(runs[None]), prefill_cells(runs[0])
-    rows = [[n, target[n][0], draft[n][1]] for n in sorted(set(target) & set(draft))]
+def prefill_rows(nodraft: EngineRun, draft: EngineRun) -> list[list[float]]:
+    target, draft_cells = prefill_cells(nodraft), prefill_cells(draft)
+    rows = [[n, target[n][0], draft_cells[n][1]] for n in sorted(set(target) & set(draft_cells))]
     if not rows:
         raise NightjarInputError("measured profile: no prefill step was measured cleanly")
     return rows

@@ -1,23 +1,31 @@
 """The measured profiler: builds a profile's tables by running the real vLLM engine.
 
-One engine per table column, each exactly what ``nightjar live`` runs, with Nightjar's
-scheduler and worker plugged in:
+Two engines, both started once and kept up for the whole measurement, with Nightjar's
+scheduler and worker plugged in, exactly as ``nightjar live`` runs them:
 
-- no draft at all (``nospec``): gamma 0 decode steps and the target's prefill;
-- the draft engine with ``fixed:0`` and the draft's KV kept in sync (vLLM's K = 0
-  runs one draft pass over the new tokens): the draft-forward table and the draft's
-  prefill;
-- the draft engine with ``fixed:G`` for each G >= 1: gamma-G decode steps and acceptance.
+- no draft at all (``nospec``): gamma-0 decode steps, the target's prefill, and the
+  mixed steps (decodes and prompt tokens in one forward);
+- the target with the draft (``num_speculative_tokens`` = the largest gamma, the
+  draft's KV kept in sync): every gamma at once. Its decode windows run a gamma
+  cycle (``decode-cycle:1,2,3,0/3``, rotated per window): K changes every few pure
+  decode steps over the same batch, and a step whose verified K and proposed K are
+  both G is exactly a ``fixed:G`` step (K set at step t is verified at t + 1), so
+  every gamma is measured in the same batch states, seconds apart, and the gamma-0
+  steps of the cycle (one synced draft pass) give the draft-forward table. Its prefill windows run
+  ``fixed:0`` (one draft pass over the prompt: the draft's prefill) and one window at
+  ``fixed:G`` measures acceptance. Each window opens with a run switch
+  (:mod:`nightjar.live.plugins.runs`), so one engine start serves them all.
 
-An engine per gamma (rather than switching the policy inside one engine) keeps every
-measurement a plain, reproducible ``nightjar live --policy fixed:G`` configuration,
-and each draft engine is started with ``num_speculative_tokens`` = the largest gamma,
-as a live run with an adaptive policy is. Engines run as ``nightjar live`` runs them,
-with the engine core in its own process; ``in_process`` (a quick mode for tests) starts
-them in ~4 s instead of ~20 s, but its steps are faster than a live run's. Step times
-come from the scheduler's step log (schedule start to output), split times from the
-worker probe (``probe``); aggregation is in ``build``.
-Call :func:`nightjar.live.plugins.engine.prepare_env` first.
+The grid is measured ``repeats`` times, the engines alternating pair by pair of
+windows, so that a load change lands on both engines' cells. Cells that then
+contradict the cost model (a larger gamma or batch cheaper than a smaller one,
+:mod:`nightjar.profile.check`) are measured again, up to ``remeasure`` passes, their
+windows pooled. A warm-up window per engine both warms the engines and times them: the
+expected duration is printed from it before the grid starts. The machine's load over
+the whole measurement (:mod:`nightjar.live.load`) and the CPU thread binding go into
+the profile's ``measured`` header. Step times come from the scheduler's step log
+(schedule start to output), split times from the worker probe (``probe``);
+aggregation is in ``build``. Call :func:`nightjar.live.plugins.engine.prepare_env` first.
 """
 
 from __future__ import annotations
@@ -29,19 +37,22 @@ import shlex
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nightjar.errors import NightjarInputError
+from nightjar.live.binding import current_binding
+from nightjar.live.load import LoadMeter
 from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
 from nightjar.live.profiling.build import (
     EngineRun,
     Grid,
     Window,
     acceptance,
+    decode_cells,
     decode_counts,
     decode_rows,
     memory_facts,
@@ -50,134 +61,54 @@ from nightjar.live.profiling.build import (
     mixed_rows_rebased,
     prefill_rows,
 )
+from nightjar.live.profiling.plan import PREFILL_PROMPT, ProfilePlan
+from nightjar.live.profiling.windows import (
+    Engine,
+    accept_window,
+    decode_window,
+    mixed_windows,
+    prefill_window,
+)
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
+from nightjar.profile.check import Inversion, inversions
+
+__all__ = ["PREFILL_PROMPT", "ProfilePlan", "decode_cycle", "measure_mixed", "measure_profile"]
 
 PROBE = "nightjar.live.profiling.probe.ProfileProbe"
 Progress = Callable[[str], None]
-# (engine label, windows measured, windows in all) after each measured window.
+# (label, windows measured, windows in all) after each measured window.
 Tick = Callable[[str, int, int], None]
+# Seconds between windows of different engines: an idle vLLM worker keeps spinning on
+# its queue for 1 s after its last step (vLLM's SpinCondition), on the cores the
+# other engine's window needs.
+SETTLE_S = 1.2
+WARMUP_TOKENS = 8
+# A decode cell needs this many clean steps (over all its windows) to be written; up
+# to FILL_PASSES extra passes measure the short ones again.
+MIN_STEPS = 3
+FILL_PASSES = 3
+NODRAFT, DRAFT = "no draft", "draft"
 
 
-# Prompt length of the measured prefill steps: a typical prompt, not the longest
-# context (a long prompt's attention would make every prefill step look dear).
-PREFILL_PROMPT = 512
+def decode_cycle(gammas: tuple[int, ...], hold: int, shift: int) -> str:
+    """The draft engine's decode-window policy: every gamma, ``hold`` pure decode steps
+    each (``decode-cycle``: the prompts' prefill steps do not move it), the speculating
+    ones first, the start rotated by ``shift`` (so that no gamma always gets a window's
+    first, shortest-context steps)."""
+    order = [g for g in gammas if g > 0] + [0]
+    k = shift % len(order)
+    order = order[k:] + order[:k]
+    return f"decode-cycle:{','.join(str(g) for g in order)}/{hold}"
 
 
-@dataclass(frozen=True, slots=True)
-class ProfilePlan:
-    target: str  # local directories
-    draft: str
-    target_name: str  # names stored in the profile
-    draft_name: str
-    # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
-    # 512 (every decode point prefills B prompts of its context first, so 1024 at
-    # B = 64 alone would add minutes): a lookup outside is priced at the edge.
-    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-    gammas: tuple[int, ...] = (0, 1, 2, 3)
-    contexts: tuple[int, ...] = (32, 512)
-    # The simulator prices prefill steps up to its token budget (8192) and a reload's
-    # draft rebuild at 4096 tokens
-    # (and a draft catch-up can be a single token), so the defaults run from 1 to 8192.
-    # 2048 is `nightjar live`'s token budget, the largest step a live run prefills:
-    # the curve is convex (ms per token: 1.8 at 256, 2.2 at 1024, 3.1 at 4096 on this
-    # CPU), so a line from 1024 to 4096 overprices a 2048-token step by ~25% (issue 15).
-    prefill_lengths: tuple[int, ...] = (1, 16, 64, 256, 1024, 2048, 4096, 8192)
-    # Mixed steps (no-draft engine): B requests decode while prompts of n tokens arrive,
-    # so one step runs both, as vLLM V1 serves a prompt under load. n stays within
-    # `nightjar live`'s token budget (2048) with the B decodes; B leaves room in
-    # max_num_seqs for the prompts; 64 because a short prompt costs more per token than
-    # a line from (0, 0) to 256 says (issue 15: -18% to -42% on a decode-heavy trace).
-    # Empty: not measured.
-    mixed_batch_sizes: tuple[int, ...] = (1, 8, 32, 56)
-    mixed_tokens: tuple[int, ...] = (64, 256, 1024, 1984)
-    # Only the no-draft engine's mixed windows (topping up an existing profile).
-    only_mixed: bool = False
-    output_tokens: int = 32
-    repeats: int = 2
-    kv_cache_bytes: int = 1 << 30
-    vocab: int = 32000
-    seed: int = 0
-    prompts: tuple[str, ...] = ()  # texts for acceptance; empty: the timing prompts
-    workload: str = "synthetic"
-    command: str = ""
-    model_max_len: int = 2048  # the models' max_position_embeddings
-    # False: the engine core is a separate process, as `nightjar live` runs it (the
-    # steps then cost what a live run's do). True: in this process, ~5x faster to
-    # start, but its steps measured up to ~40% faster than a live run's on 2 cores.
-    in_process: bool = False
-
-    @property
-    def gamma_max(self) -> int:
-        return self.gammas[-1]
-
-    @property
-    def max_model_len(self) -> int:
-        decode = max(self.contexts) + self.output_tokens // 2 + self.gamma_max + 2
-        return max(decode, min(max(self.prefill_lengths) + 2, self.model_max_len))
-
-    @property
-    def token_budget(self) -> int:
-        """max_num_batched_tokens: a measured prefill of n tokens must fit one step."""
-        return max(max(self.prefill_lengths), 2048)
-
-    def prefill_prompts(self, n: int) -> list[int]:
-        """Prompt lengths that make one prefill step of ``n`` tokens: a long n is split
-        over prompts of about the largest context (longer only where the largest batch
-        size would not hold them), as a burst of arrivals is; one 2k-token prompt would
-        charge every prefill step its long attention."""
-        longest = max(min(max(self.contexts), PREFILL_PROMPT), -(-n // max(self.batch_sizes)))
-        cap = min(self.max_model_len - 2, longest)
-        return [cap] * (n // cap) + ([n % cap] if n % cap else [])
-
-    def check(self) -> None:
-        """Grid rules the profile format and the engines impose; one-line errors."""
-        if list(self.gammas) != list(range(len(self.gammas))) or self.gamma_max < 1:
-            raise NightjarInputError(f"--gammas must be 0,1,..,G with G >= 1, got {self.gammas}")
-        for flag, values in (
-            ("--batch-sizes", self.batch_sizes),
-            ("--contexts", self.contexts),
-            ("--prefill-lengths", self.prefill_lengths),
-        ):
-            if not values or min(values) < 1 or len(set(values)) != len(values):
-                raise NightjarInputError(f"{flag} must be distinct integers >= 1, got {values}")
-        if self.output_tokens < 4 or self.repeats < 1:
-            raise NightjarInputError("--output-tokens must be >= 4 and --repeats >= 1")
-        short = min(self.contexts) - self.output_tokens // 2
-        if short < 1:
-            raise NightjarInputError(
-                f"context {min(self.contexts)} is too short for {self.output_tokens} output "
-                "tokens (prompts are context - output/2 long): lower --output-tokens"
-            )
-        if self.max_model_len > self.model_max_len:
-            raise NightjarInputError(
-                f"the grid needs {self.max_model_len} tokens per sequence but the model "
-                f"supports {self.model_max_len}: lower --contexts"
-            )
-        for b in self.mixed_batch_sizes:
-            for n in self.mixed_tokens:
-                if b < 1 or n < 1 or b + len(self.prefill_prompts(n)) > max(self.batch_sizes):
-                    raise NightjarInputError(
-                        f"a mixed step of {b} decodes and {n} prompt tokens needs more than "
-                        f"the largest batch size {max(self.batch_sizes)} sequences: lower "
-                        "--mixed-batch-sizes or --mixed-tokens"
-                    )
-        if self.mixed_tokens and max(self.mixed_tokens) + max(self.mixed_batch_sizes or (0,)) > (
-            self.token_budget
-        ):
-            raise NightjarInputError("--mixed-tokens plus the decodes must fit the token budget")
-        most = max(len(self.prefill_prompts(n)) for n in self.prefill_lengths)
-        if most > max(self.batch_sizes):
-            raise NightjarInputError(
-                f"a prefill of {max(self.prefill_lengths)} tokens needs {most} prompts of at "
-                f"most {self.max_model_len - 2} tokens, more than the largest batch size "
-                f"{max(self.batch_sizes)}: lower --prefill-lengths"
-            )
+def _first_index(gammas: tuple[int, ...], first: int) -> int:
+    return ([g for g in gammas if g > 0] + [0]).index(first)
 
 
 @contextlib.contextmanager
 def in_process_engine(enabled: bool = True) -> Iterator[None]:
-    """Run the engine core in this process, and undo what that leaves behind.
+    """Run the engine cores in this process, and undo what that leaves behind.
 
     With the core in this process, ``LLMEngine.add_request`` and ``LLMEngine.step``
     act at once and in order: a test can drive an engine step by step and add
@@ -201,233 +132,311 @@ def in_process_engine(enabled: bool = True) -> Iterator[None]:
         gc.collect()
 
 
-def _settings(plan: ProfilePlan, gamma: int | None, log: Path) -> LiveSettings:
-    policy = "nospec" if gamma is None else f"fixed:{gamma}"
-    return LiveSettings(
-        policy=policy,
-        gamma_max=0 if gamma is None else plan.gamma_max,
+def _spec(plan: ProfilePlan, drafted: bool, log: Path) -> EngineSpec:
+    settings = LiveSettings(
+        policy=f"fixed:{plan.gamma_max}" if drafted else "nospec",
+        gamma_max=plan.gamma_max if drafted else 0,
         seed=plan.seed,
         step_log=str(log),
+        # The draft runs on K = 0 steps too: the draft-forward table, and a draft KV
+        # that stays current however K cycles (acceptance as at a fixed gamma).
         draft_kv="sync",
+        switch_runs=drafted,
     )
-
-
-def _generate(llm: Any, prompts: list[Any], max_tokens: int) -> tuple[float, float, list[str]]:
-    from vllm import SamplingParams
-
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    start = time.monotonic()
-    outs = llm.generate(prompts, params, use_tqdm=False)
-    return start, time.monotonic(), [str(o.request_id) for o in outs]
-
-
-def _token_prompts(plan: ProfilePlan, n: int, length: int, rng: np.random.Generator) -> list[Any]:
-    from vllm.inputs import TokensPrompt
-
-    ids = rng.integers(3, max(4, plan.vocab), size=(n, length))
-    return [TokensPrompt(prompt_token_ids=[int(t) for t in row]) for row in ids]
-
-
-def window_count(plan: ProfilePlan, gamma: int | None) -> int:
-    """How many measured windows :func:`_measure` runs for this engine."""
-    mixed = len(plan.mixed_batch_sizes) * len(plan.mixed_tokens) if gamma is None else 0
-    if plan.only_mixed:
-        return plan.repeats * mixed
-    per_repeat = len(plan.contexts) * len(plan.batch_sizes) + mixed
-    if gamma is None or gamma == 0:
-        per_repeat += len(plan.prefill_lengths)
-    return plan.repeats * per_repeat + (1 if plan.prompts and gamma else 0)
-
-
-# Mixed windows: decoding requests start from prompts of this many tokens (their
-# context matters to the decode part only, which the window's own pure decode steps
-# measure) and decode this many tokens at most before they are aborted.
-MIXED_DECODE_PROMPT = 32
-MIXED_DECODE_TOKENS = 256
-# Pure decode steps run before each batch of prompts arrives (the window's reference).
-MIXED_REFERENCE_STEPS = 3
-
-
-class _Tally:
-    """Steps an engine, counting each request's tokens and which have finished."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.tokens: dict[str, int] = {}
-        self.done: set[str] = set()
-
-    def least(self, ids: list[str]) -> int:
-        return min(self.tokens.get(r, 0) for r in ids)
-
-    def until(self, ok: Callable[[], bool]) -> None:
-        while not ok():
-            if not self.engine.has_unfinished_requests():
-                raise NightjarInputError("measured profile: a mixed window ran out of requests")
-            for out in self.engine.step():
-                self.tokens[out.request_id] = len(out.outputs[0].token_ids) if out.outputs else 0
-                if out.finished:
-                    self.done.add(out.request_id)
-
-
-def _mixed_windows(
-    llm: Any, plan: ProfilePlan, rng: np.random.Generator, tick: Callable[[int], None]
-) -> list[Window]:
-    """B requests decode; for each n, prompts of n tokens arrive while they do."""
-    from vllm import SamplingParams
-
-    engine = llm.llm_engine
-    long = SamplingParams(temperature=0.0, max_tokens=MIXED_DECODE_TOKENS, ignore_eos=True)
-    one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
-    windows: list[Window] = []
-    for b in plan.mixed_batch_sizes:
-        tag = f"mix{b}x{len(windows)}"
-        dec = [f"{tag}-d{i}" for i in range(b)]
-        tally = _Tally(engine)
-        for rid, prompt in zip(dec, _token_prompts(plan, b, MIXED_DECODE_PROMPT, rng), strict=True):
-            engine.add_request(rid, prompt, long)
-        for n in plan.mixed_tokens:
-            start = time.monotonic()
-            floor = tally.least(dec) + MIXED_REFERENCE_STEPS
-            tally.until(lambda: tally.least(dec) >= floor)  # noqa: B023 (called at once)
-            lengths = plan.prefill_prompts(n)
-            ids = [f"{tag}-{n}-p{j}" for j in range(len(lengths))]
-            for rid, k in zip(ids, lengths, strict=True):
-                engine.add_request(rid, _token_prompts(plan, 1, k, rng)[0], one)
-            tally.until(lambda: tally.done.issuperset(ids))  # noqa: B023 (called at once)
-            windows.append(Window("mixed", b, n, start, time.monotonic(), tuple(ids)))
-            tick(len(windows))
-        engine.abort_request(dec)
-        while engine.has_unfinished_requests():
-            engine.step()
-    return windows
-
-
-def _measure(
-    llm: Any, plan: ProfilePlan, gamma: int | None, tick: Callable[[int], None]
-) -> list[Window]:
-    rng = np.random.default_rng(plan.seed)
-    windows: list[Window] = []
-    _generate(llm, _token_prompts(plan, 2, 8, rng), 8)  # warm-up
-    llm.collective_rpc("nightjar_probe_start")
-    half = plan.output_tokens // 2
-
-    for _ in range(plan.repeats):
-        if gamma is None and plan.mixed_tokens:
-            base = len(windows)
-
-            def mixed_tick(k: int, b0: int = base) -> None:
-                tick(b0 + k)
-
-            windows += _mixed_windows(llm, plan, rng, mixed_tick)
-        if plan.only_mixed:
-            continue
-        for c in plan.contexts:
-            for b in plan.batch_sizes:
-                prompts = _token_prompts(plan, b, c - half, rng)
-                start, end, ids = _generate(llm, prompts, plan.output_tokens)
-                windows.append(Window("decode", b, c, start, end, tuple(ids)))
-                tick(len(windows))
-        if gamma is None or gamma == 0:
-            for n in plan.prefill_lengths:
-                lengths = plan.prefill_prompts(n)
-                prompts = [_token_prompts(plan, 1, k, rng)[0] for k in lengths]
-                start, end, ids = _generate(llm, prompts, 1)
-                windows.append(Window("prefill", len(lengths), n, start, end, tuple(ids)))
-                tick(len(windows))
-    if plan.prompts and gamma:
-        from vllm.inputs import TextPrompt
-
-        texts = [TextPrompt(prompt=p) for p in plan.prompts]
-        start, end, ids = _generate(llm, texts, plan.output_tokens)
-        windows.append(Window("accept", len(texts), 0, start, end, tuple(ids)))
-        tick(len(windows))
-    return windows
-
-
-def run_engine(
-    plan: ProfilePlan, gamma: int | None, workdir: Path, tick: Callable[[int], None] | None = None
-) -> EngineRun:
-    """Start one engine, measure, shut it down; ``gamma`` None = no draft."""
-    from vllm import LLM
-
-    log = workdir / f"steps-{'nodraft' if gamma is None else gamma}.jsonl"
-    log.unlink(missing_ok=True)
-    spec = EngineSpec(
+    return EngineSpec(
         plan.target,
-        None if gamma is None else plan.draft,
-        _settings(plan, gamma, log),
+        plan.draft if drafted else None,
+        settings,
         max_model_len=plan.max_model_len,
         max_num_seqs=max(plan.batch_sizes),
         kv_cache_bytes=plan.kv_cache_bytes,
         spec_tokens=plan.gamma_max,
     )
-    kwargs = engine_kwargs(spec)
-    kwargs["worker_extension_cls"] = PROBE
-    kwargs["max_num_batched_tokens"] = plan.token_budget
+
+
+@contextlib.contextmanager
+def _engines(plan: ProfilePlan, workdir: Path, which: tuple[str, ...]
+             ) -> Iterator[dict[str, Engine]]:
+    """The engines named in ``which``, started with the probe, shut down at the end."""
+    from vllm import LLM
+
+    started: dict[str, Engine] = {}
     with in_process_engine(plan.in_process):
-        llm = LLM(**kwargs)
         try:
-            windows = _measure(llm, plan, gamma, tick or (lambda _done: None))
-            records = [
-                (str(k), float(t), float(d))
-                for k, t, d in llm.collective_rpc("nightjar_probe_take")[0]
-            ]
-            facts = dict(llm.collective_rpc("nightjar_probe_facts")[0])
+            for label in which:
+                drafted = label == DRAFT
+                log = workdir / f"steps-{'draft' if drafted else 'nodraft'}.jsonl"
+                log.unlink(missing_ok=True)
+                kwargs = engine_kwargs(_spec(plan, drafted, log))
+                kwargs["worker_extension_cls"] = PROBE
+                kwargs["max_num_batched_tokens"] = plan.token_budget
+                started[label] = Engine(label, LLM(**kwargs), log, drafted, plan.seed,
+                                        plan.vocab)
+            yield started
         finally:
-            llm.llm_engine.engine_core.shutdown()
-            del llm
-    contents = read_log(log)
-    start: dict[str, Any] = next((e for e in contents.events if e.get("event") == "start"), {})
-    preempted = sum(c["preemptions"] for c in contents.requests.values())
-    if preempted:
-        raise NightjarInputError(
-            f"measured profile: {preempted} preemptions (KV pool too small for the grid); "
-            "raise --kv-cache-gb or lower --batch-sizes / --contexts"
-        )
-    return EngineRun(
-        gamma,
-        contents.steps,
-        records,
-        windows,
-        facts,
-        int(start.get("pool_blocks", 0)),
-        contents.requests,
-    )
+            for engine in started.values():
+                engine.llm.llm_engine.engine_core.shutdown()
+            started.clear()
+
+
+@dataclass
+class _Session:
+    """Runs windows on the engines and keeps what each recorded."""
+
+    plan: ProfilePlan
+    engines: dict[str, Engine]
+    tick: Callable[[int], None]
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    windows: dict[str, list[Window]] = field(default_factory=dict)
+    records: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
+    done: int = 0
+    _last: str | None = None
+    _cycles: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.plan.seed)
+        for label, engine in self.engines.items():
+            self.windows[label], self.records[label] = [], []
+            engine.llm.collective_rpc("nightjar_probe_start")
+
+    def _on(self, label: str) -> Engine:
+        if self._last is not None and self._last != label:
+            time.sleep(SETTLE_S)
+        self._last = label
+        return self.engines[label]
+
+    def _keep(self, label: str, window: Window, counted: bool = True) -> None:
+        self.windows[label].append(window)
+        if counted:
+            self.done += 1
+            self.tick(self.done)
+
+    def decode(self, label: str, b: int, c: int, output: int | None = None,
+               counted: bool = True, first: int | None = None) -> Window:
+        engine = self._on(label)
+        policy = None
+        if engine.drafted:
+            plan = self.plan
+            shift = self._cycles if first is None else _first_index(plan.gammas, first)
+            policy = decode_cycle(plan.gammas, plan.hold, shift)
+            self._cycles += 1
+        w = decode_window(engine, b, c, output or self.plan.output_tokens, policy, self.rng)
+        self._keep(label, w, counted)
+        return w
+
+    def decode_pair(self, b: int, c: int, first: str) -> None:
+        """(B, c) on both engines, ``first`` first (alternated to halve the switches)."""
+        for label in (first, DRAFT if first == NODRAFT else NODRAFT):
+            self.decode(label, b, c)
+
+    def prefill(self, label: str, n: int) -> None:
+        engine = self._on(label)
+        policy = "fixed:0" if engine.drafted else None
+        self._keep(label, prefill_window(engine, self.plan.prefill_prompts(n), policy, self.rng))
+
+    def mixed(self) -> None:
+        engine = self._on(NODRAFT)
+        for b in self.plan.mixed_batch_sizes:
+            tag = f"mix{b}x{len(self.windows[NODRAFT])}"
+            for w in mixed_windows(engine, b, self.plan.mixed_tokens, self.plan.prefill_prompts,
+                                   self.rng, tag, lambda: None):
+                self._keep(NODRAFT, w)
+
+    def accept(self) -> None:
+        engine = self._on(DRAFT)
+        plan = self.plan
+        if plan.prompts:
+            from vllm.inputs import TextPrompt
+
+            prompts: list[Any] = [TextPrompt(prompt=p) for p in plan.prompts]
+        else:
+            prompts = engine.prompts(max(plan.batch_sizes), min(plan.contexts)
+                                     - plan.output_tokens // 2, self.rng)
+        self._keep(DRAFT, accept_window(engine, prompts, plan.output_tokens,
+                                        f"fixed:{plan.gamma_max}"))
+
+    def grid(self, repeat: int) -> None:
+        """One repeat of the decode grid (both engines), prefill and mixed windows."""
+        plan = self.plan
+        if not plan.only_mixed:
+            order = plan.batch_sizes if repeat % 2 == 0 else plan.batch_sizes[::-1]
+            k = 0
+            for c in plan.contexts:
+                for b in order:
+                    self.decode_pair(b, c, NODRAFT if k % 2 == 0 else DRAFT)
+                    k += 1
+            for label in (NODRAFT, DRAFT):
+                for n in plan.prefill_lengths:
+                    self.prefill(label, n)
+        if plan.mixed_tokens:
+            self.mixed()
+
+    def fill(self, say: Progress) -> None:
+        """Extra decode windows for every cell with fewer than ``MIN_STEPS`` clean steps
+        (a short window at high acceptance can end before the cycle reaches a gamma),
+        the draft engine's cycle starting at the gamma that is short."""
+        plan = self.plan
+        for _ in range(FILL_PASSES):
+            runs = self.collect()
+            short: list[tuple[str, int, int, int]] = []
+            for label, gammas in ((NODRAFT, (0,)), (DRAFT, plan.gammas)):
+                for g in gammas:
+                    cells = decode_cells(runs[label], g)
+                    short += [(label, b, c, g) for c in plan.contexts for b in plan.batch_sizes
+                              if cells.get((b, c), (0, 0, 0, 0))[3] < MIN_STEPS]
+            if not short:
+                return
+            say(f"  {len(short)} decode cells have fewer than {MIN_STEPS} clean steps: "
+                "measuring them again")
+            done: set[tuple[str, int, int]] = set()
+            for label, b, c, g in short:
+                if (label, b, c) not in done:
+                    done.add((label, b, c))
+                    self.decode(label, b, c, counted=False, first=g)
+
+    def collect(self) -> dict[str, EngineRun]:
+        out = {}
+        for label, engine in self.engines.items():
+            records = engine.llm.collective_rpc("nightjar_probe_take")[0]
+            self.records[label] += [(str(k), float(t), float(d)) for k, t, d in records]
+            facts = dict(engine.llm.collective_rpc("nightjar_probe_facts")[0])
+            log = read_log(engine.log)
+            start = next((e for e in log.events if e.get("event") == "start"), {})
+            preempted = sum(c["preemptions"] for c in log.requests.values())
+            if preempted:
+                raise NightjarInputError(
+                    f"measured profile: {preempted} preemptions (KV pool too small for the "
+                    "grid); raise --kv-cache-gb or lower --batch-sizes / --contexts"
+                )
+            out[label] = EngineRun(engine.drafted, log.steps, list(self.records[label]),
+                                   list(self.windows[label]), facts,
+                                   int(start.get("pool_blocks", 0)), log.requests,
+                                   chosen=log.chosen_gamma)
+        return out
+
+
+def window_count(plan: ProfilePlan) -> int:
+    """Measured windows of one pass of the grid over both engines (with the accept one)."""
+    mixed = len(plan.mixed_batch_sizes) * len(plan.mixed_tokens)
+    if plan.only_mixed:
+        return plan.repeats * mixed
+    decode = 2 * len(plan.contexts) * len(plan.batch_sizes)
+    return plan.repeats * (decode + 2 * len(plan.prefill_lengths) + mixed) + 1
+
+
+def _warm_and_estimate(session: _Session) -> float:
+    """Warm both engines up (windows at the smallest and largest batch, not counted)
+    and estimate the grid's seconds from how long those took."""
+    plan = session.plan
+    c0, b_max = min(plan.contexts), max(plan.batch_sizes)
+    per_token: dict[str, dict[int, float]] = {}
+    for label in session.engines:
+        per_token[label] = {}
+        for b in (1, b_max):
+            w = session.decode(label, b, c0, WARMUP_TOKENS, counted=False)
+            per_token[label][b] = (w.end - w.start) / WARMUP_TOKENS
+    # The warm-up windows are not measurements: forget what they recorded.
+    for label in session.engines:
+        session.windows[label].clear()
+        session.engines[label].llm.collective_rpc("nightjar_probe_take")
+
+    def window_s(label: str, b: int, c: int, tokens: int) -> float:
+        t1, tm = per_token[label][1], per_token[label][b_max]
+        per = t1 + (tm - t1) * (b - 1) / max(b_max - 1, 1)
+        # Longer contexts: their prompts' prefill and attention, roughly linear in c.
+        return tokens * per * (1.0 + c / 1024.0)
+
+    total = 0.0
+    if not plan.only_mixed:
+        for c in plan.contexts:
+            for b in plan.batch_sizes:
+                total += sum(window_s(label, b, c, plan.output_tokens)
+                             for label in session.engines) + SETTLE_S
+        # A prefill step of n tokens costs about n / b_max decode steps at b_max.
+        prefill = sum(plan.prefill_lengths) / b_max
+        total += sum(window_s(label, b_max, 0, 1) * prefill for label in session.engines)
+    for b in plan.mixed_batch_sizes:
+        for n in plan.mixed_tokens:
+            total += window_s(NODRAFT, b, 0, 4) + window_s(NODRAFT, b_max, 0, 1) * n / b_max
+    return plan.repeats * total + window_s(DRAFT, b_max, c0, plan.output_tokens)
 
 
 def measure_profile(
     plan: ProfilePlan, progress: Progress | None = None, tick: Tick | None = None
-) -> dict[str, Any]:
-    """Run every engine and return the profile JSON (format_version 1).
+) -> tuple[dict[str, Any], list[Inversion]]:
+    """Run both engines and return the profile JSON (format_version 1), with the decode
+    cells that still contradict the cost model after ``plan.remeasure`` passes.
 
-    ``progress`` gets a line per engine; ``tick`` is called after each measured window.
+    ``progress`` gets a line per stage; ``tick`` is called after each measured window.
     """
     say = progress or (lambda _msg: None)
-    runs: dict[int | None, EngineRun] = {}
-    order: list[int | None] = [None, *plan.gammas]
-    with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
-        for g in order:
-            label = "no draft" if g is None else f"fixed:{g}"
-            name = f"engine {len(runs) + 1}/{len(order)}: {label}"
-            total = window_count(plan, g)
-            say(name)
-            t = time.monotonic()
-            on_window = (lambda done, n=name, k=total: tick(n, done, k)) if tick else None
-            run = runs[g] = run_engine(plan, g, Path(tmp), on_window)
-            run.wall_s, run.load_1m = time.monotonic() - t, os.getloadavg()[0]
-            say(f"  {label}: {len(run.steps)} steps in {run.wall_s:.0f} s, load {run.load_1m:.1f}")
-    return assemble(plan, runs)
+    total = window_count(plan)
+    label = "measured windows"
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp, LoadMeter() as meter:
+        say(f"starting 2 engines (no draft; draft, every gamma interleaved) for {total} "
+            "windows")
+        with _engines(plan, Path(tmp), (NODRAFT, DRAFT)) as engines:
+            session = _Session(plan, engines, lambda k: tick(label, k, total) if tick else None)
+            estimate = _warm_and_estimate(session)
+            say(f"engines up in {time.monotonic() - started:.0f} s; the grid should take about "
+                f"{estimate / 60:.1f} min more (from the warm-up windows; "
+                f"{plan.repeats} repeats)")
+            for repeat in range(plan.repeats):
+                session.grid(repeat)
+                say(f"  repeat {repeat + 1}/{plan.repeats} done at "
+                    f"{(time.monotonic() - started) / 60:.1f} min, load {os.getloadavg()[0]:.1f}")
+            session.accept()
+            session.fill(say)
+            runs = session.collect()
+            data = assemble(plan, runs)
+            bad = inversions(data)
+            again: list[list[float]] = []
+            for attempt in range(plan.remeasure):
+                if not bad:
+                    break
+                cells = _cells_of(bad)
+                say(f"  {len(bad)} decode cells contradict a smaller gamma or batch; measuring "
+                    f"{len(cells)} (B, context) points again ({attempt + 1}/{plan.remeasure})")
+                for k, (b, c) in enumerate(cells):
+                    session.decode_pair(b, int(c), NODRAFT if k % 2 == 0 else DRAFT)
+                    again.append([b, c])
+                session.fill(say)
+                runs = session.collect()
+                data = assemble(plan, runs)
+                bad = inversions(data)
+    data["measured"]["seconds"] = round(time.monotonic() - started, 1)
+    data["measured"]["load"] = meter.record.to_json()
+    data["measured"]["cpu_binding"] = current_binding().to_json()
+    # (B, context) points measured again because their cells contradicted the model.
+    data["measured"]["remeasured"] = again
+    say(f"  {meter.record.summary}")
+    return data, bad
 
 
-def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, Any]:
+def _cells_of(found: list[Inversion]) -> list[tuple[int, float]]:
+    """The (B, context) points whose windows a re-measure repeats."""
+    out: list[tuple[int, float]] = []
+    for inv in found:
+        points = [(inv.batch_size, inv.context_len)]
+        if inv.axis == "batch":
+            points.append((inv.next_value, inv.context_len))
+        for p in points:
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
     from vllm import __version__ as vllm_version
 
     grid = Grid(plan.batch_sizes, plan.gammas, plan.contexts)
-    decode, fwd = decode_rows(grid, runs)
-    facts = runs[plan.gamma_max].facts
-    with_d, without = runs[plan.gamma_max].pool_blocks, runs[None].pool_blocks
+    nodraft, draft = runs[NODRAFT], runs[DRAFT]
+    decode, fwd = decode_rows(grid, nodraft, draft)
+    facts = draft.facts
+    with_d, without = draft.pool_blocks, nodraft.pool_blocks
     memory = memory_facts(facts, with_d, without)
-    acc = acceptance(list(runs.values()), "accept" if plan.prompts else "decode")
+    acc = acceptance([draft], "accept", plan.gamma_max)
     platform = str(facts["platform"])
     gpu = "cpu" if platform == "cpu" else _slug(str(facts["device_name"]))
     return {
@@ -435,7 +444,8 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
         "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
         "source": "measured",
         "command": plan.command or "nightjar profile (called from Python)",
-        "notes": "Measured with vLLM (nightjar.live.profiling.profiler): medians over every "
+        "notes": "Measured with vLLM (nightjar.live.profiling.profiler): two engines, every "
+        "gamma interleaved step by step in the one with the draft; medians over every "
         f"clean step of {plan.repeats} repeat(s). Acceptance measured on "
         + ("the --prompts texts." if plan.prompts else "random token prompts."),
         "gpu": gpu,
@@ -459,24 +469,19 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
             "max_num_batched_tokens": plan.token_budget,
             "output_tokens": plan.output_tokens,
             "repeats": plan.repeats,
+            "gamma_hold": plan.hold,
             "acceptance_requests": acc[2] if acc else 0,
             # [B, gamma, context, clean steps]: what each decode cell is the median of.
-            "decode_steps": decode_counts(grid, runs),
-            "engines": {
-                ("no draft" if g is None else f"fixed:{g}"): {
-                    "steps": len(r.steps),
-                    "seconds": round(r.wall_s, 1),
-                    "load_avg_1m": round(r.load_1m, 2),
-                }
-                for g, r in runs.items()
-            },
+            "decode_steps": decode_counts(grid, nodraft, draft),
+            "engines": {label: {"steps": len(r.steps), "windows": len(r.windows)}
+                        for label, r in runs.items()},
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
         "memory": memory,
         "decode": decode,
         "draft_forward": fwd,
-        "prefill": prefill_rows(runs),
-        **_mixed_table(plan, runs[None]),
+        "prefill": prefill_rows(nodraft, draft),
+        **_mixed_table(plan, nodraft),
         "acceptance": {}
         if acc is None
         else {plan.workload: {"mean": round(acc[0], 4), "concentration": round(acc[1], 2)}},
@@ -498,7 +503,11 @@ def measure_mixed(
     only = replace(plan, only_mixed=True)
     with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
         t = time.monotonic()
-        run = run_engine(only, None, Path(tmp))
+        with _engines(only, Path(tmp), (NODRAFT,)) as engines:
+            session = _Session(only, engines, lambda _k: None)
+            for repeat in range(only.repeats):
+                session.grid(repeat)
+            run = session.collect()[NODRAFT]
         if progress is not None:
             progress(f"  no draft (mixed steps): {len(run.steps)} steps in "
                      f"{time.monotonic() - t:.0f} s, load {os.getloadavg()[0]:.1f}")

@@ -1,0 +1,136 @@
+"""``nightjar validate --live-run BENCH``: the agreement check over a benchmark's rounds.
+
+Every run of a ``nightjar bench live`` folder is replayed in the simulator with the
+benchmark's own engine settings (gamma_max, draft-KV mode, batch cap, seed) and
+judged pair by pair (:mod:`nightjar.agreement`): which pairs the engine separated and
+whether the simulator orders each the same way, the per-metric errors with their
+intervals, the noise floor, and every live step priced by the simulator per kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from contextlib import nullcontext
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+
+from nightjar.config import flag_of
+from nightjar.errors import NightjarInputError
+
+
+def run_bench_validation(args: argparse.Namespace) -> int:
+    from nightjar.agreement import JUDGED, bench_agreement
+    from nightjar.checks import integer, text
+    from nightjar.commands.run_flags import run_config
+    from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding
+    from nightjar.commands.validate_common import table as _table
+    from nightjar.live.binding import binding_from_json
+    from nightjar.profile.model import load_profile
+    from nightjar.results.bench import BENCH_FILE, read_bench
+    from nightjar.results.metrics import summarize
+    from nightjar.results.outdir import check_out_dir, staged_out_dir
+    from nightjar.sim import servable, simulate
+    from nightjar.validate import step_replay, trace_of
+
+    if len(args.live_run) != 1:
+        raise NightjarInputError("give one benchmark folder per `nightjar validate` (one trace)")
+    record = read_bench(args.live_run[0])
+    meta = record.meta
+    profile = load_profile(args.profile)
+    console = Console()
+    check_binding(profile, [binding_from_json(meta.get("cpu_binding"))], args.any_binding,
+                  console)
+    # The benchmark says how its engines ran: the simulator runs the same limits.
+    at = f"{record.folder}: {BENCH_FILE}"
+    config = dataclasses.replace(
+        run_config(args, only=LIVE_RUN_FIELDS),
+        gamma_max=integer(meta.get("gamma_max", args.gamma_max), f"{at}: gamma_max", lo=0),
+        draft_kv=text(meta.get("draft_kv", args.draft_kv), f"{at}: draft_kv"),
+        max_num_seqs=integer(meta.get("max_num_seqs", args.max_num_seqs),
+                             f"{at}: max_num_seqs", lo=1),
+        seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
+    )
+    config.check_profile(profile, flag_of)
+    cfg = config.sim_config()
+    # Every input before any output (as `nightjar validate` on run folders): a request
+    # the profile's pool can never hold fails here, and so does an unusable --out.
+    for run in record.runs:
+        servable(trace_of(run.result), profile, cfg)
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
+    sims: dict[tuple[int, str], dict[str, float]] = {}
+    replays = []
+    for run in record.runs:
+        sim = simulate(trace_of(run.result), profile, run.policy, cfg)
+        s = summarize(sim).as_dict()
+        sims[(run.round, run.label)] = {k: float(s[k]) for k in JUDGED}
+        rep = step_replay(run.result, profile, config.draft_kv == "sync")
+        replays.append(rep.assign(policy=run.label, round=run.round))
+    agree = bench_agreement(record.runs, sims)
+    console.print(f"benchmark {record.folder}: trace {meta.get('trace')}, "
+                  f"{agree.rounds} rounds ({agree.clean_rounds} used), policies "
+                  f"{', '.join(str(p) for p in meta.get('policies') or [])}; "
+                  f"profile {profile.name}")
+    replay = _replay_by_kind(pd.concat(replays, ignore_index=True))
+    console.print(_table(replay, "every live step priced by the simulator, per kind "
+                         "(error of the total, mean ± 95% over the rounds)"))
+    console.print(_table(_errors_view(agree.errors), "simulated vs live per policy and metric "
+                         "(error of the simulated value, mean ± 95% over the rounds)"))
+    if len(agree.noise):
+        console.print(_table(agree.noise, "noise floor: one policy twice per round, live"))
+    pairs = agree.pairs_frame()
+    console.print(_table(pairs, "pairs (live: paired per-round difference; a pair the engine "
+                         "did not separate is unresolved, never a miss)"))
+    for key in JUDGED:
+        console.print(agree.verdict(key))
+    errs = agree.errors
+    inside = int(errs["within_10"].sum())
+    worst = ""
+    if len(errs) and errs["error_pct"].notna().any():
+        row = errs.iloc[int(errs["error_pct"].abs().to_numpy().argmax())]
+        worst = f"; largest {row['policy']} {row['metric']} {row['error_pct']:+.1f}%"
+    console.print(f"errors within 10%: {inside} of {len(errs)} (policy x metric){worst}")
+    staged = staged_out_dir(args.out, args.force) if args.out is not None else nullcontext(None)
+    with staged as tmp:
+        if tmp is not None:
+            pairs.to_csv(tmp / "pairs.csv", index=False)
+            errs.to_csv(tmp / "errors.csv", index=False)
+            agree.noise.to_csv(tmp / "noise.csv", index=False)
+            replay.to_csv(tmp / "step_replay.csv", index=False)
+    if args.out is not None:
+        console.print(f"wrote {args.out}/")
+    return 0
+
+
+def _replay_by_kind(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per policy and step kind: steps, live and priced seconds over every round, and the
+    error of each round's total, as a mean with its 95% interval."""
+    from nightjar.results.stats import mean_interval
+
+    rows = []
+    for (policy, kind), g in frame.groupby(["policy", "kind"], sort=False):
+        iv = mean_interval(g["total_error_pct"].tolist())
+        live, priced = float(g["live_s"].sum()), float(g["priced_s"].sum())
+        rows.append({"policy": policy, "kind": kind, "steps": int(g["steps"].sum()),
+                     "live_s": live, "priced_s": priced,
+                     "error_pct": 100.0 * (priced / live - 1.0) if live else math.nan,
+                     "per_round": iv.format("{:+.1f}"),
+                     "median_step_error_pct": float(g["median_error_pct"].median()),
+                     "at_edge": int(g["at_edge"].sum())})
+    return pd.DataFrame(rows)
+
+
+def _errors_view(errors: pd.DataFrame) -> pd.DataFrame:
+    def cell(row: Any) -> str:
+        if not math.isfinite(row["error_pct"]):
+            return "-"
+        half = (row["error_hi"] - row["error_lo"]) / 2
+        return (f"{row['error_pct']:+.1f} ± {half:.1f}" if math.isfinite(half)
+                else f"{row['error_pct']:+.1f}")
+
+    view = errors.assign(error=errors.apply(cell, axis=1))
+    return view.pivot(index="policy", columns="metric", values="error").reset_index()

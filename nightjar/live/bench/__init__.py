@@ -1,0 +1,1 @@
+"""The live benchmark: policies run in rotated, interleaved rounds on shared engines."""

@@ -1,0 +1,134 @@
+"""What the measured profiler measures: the grid, its rules, and the engines' limits.
+
+Pure Python; the measurement itself is :mod:`nightjar.live.profiling.profiler`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nightjar.errors import NightjarInputError
+
+# Prompt length of the measured prefill steps: a typical prompt, not the longest
+# context (a long prompt's attention would make every prefill step look dear).
+PREFILL_PROMPT = 512
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePlan:
+    target: str  # local directories
+    draft: str
+    target_name: str  # names stored in the profile
+    draft_name: str
+    # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
+    # 512 (every decode point prefills B prompts of its context first, so 1024 at
+    # B = 64 alone would add minutes): a lookup outside is priced at the edge.
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    gammas: tuple[int, ...] = (0, 1, 2, 3)
+    contexts: tuple[int, ...] = (32, 512)
+    # The simulator prices prefill steps up to its token budget (8192) and a reload's
+    # draft rebuild at 4096 tokens
+    # (and a draft catch-up can be a single token), so the defaults run from 1 to 8192.
+    # 2048 is `nightjar live`'s token budget, the largest step a live run prefills:
+    # the curve is convex (ms per token: 1.8 at 256, 2.2 at 1024, 3.1 at 4096 on this
+    # CPU), so a line from 1024 to 4096 overprices a 2048-token step by ~25% (issue 15).
+    prefill_lengths: tuple[int, ...] = (1, 16, 64, 256, 1024, 2048, 4096, 8192)
+    # Mixed steps (no-draft engine): B requests decode while prompts of n tokens arrive,
+    # so one step runs both, as vLLM V1 serves a prompt under load. n stays within
+    # `nightjar live`'s token budget (2048) with the B decodes; B leaves room in
+    # max_num_seqs for the prompts; 64 because a short prompt costs more per token than
+    # a line from (0, 0) to 256 says (issue 15: -18% to -42% on a decode-heavy trace).
+    # Empty: not measured.
+    mixed_batch_sizes: tuple[int, ...] = (1, 8, 32, 56)
+    mixed_tokens: tuple[int, ...] = (64, 256, 1024, 1984)
+    # Only the no-draft engine's mixed windows (topping up an existing profile).
+    only_mixed: bool = False
+    output_tokens: int = 32
+    repeats: int = 2
+    kv_cache_bytes: int = 1 << 30
+    vocab: int = 32000
+    seed: int = 0
+    prompts: tuple[str, ...] = ()  # texts for acceptance; empty: the timing prompts
+    workload: str = "synthetic"
+    command: str = ""
+    model_max_len: int = 2048  # the models' max_position_embeddings
+    # False: the engine core is a separate process, as `nightjar live` runs it (the
+    # steps then cost what a live run's do). True: in this process, ~5x faster to
+    # start, but its steps measured up to ~40% faster than a live run's on 2 cores.
+    in_process: bool = False
+    # Steps each gamma holds in the draft engine's decode windows before the next
+    # (nightjar.live.profiling.profiler.decode_cycle): only a step whose verified and
+    # proposed K agree is a fixed-gamma step, so h - 1 of every h steps count.
+    hold: int = 3
+    # Passes over the decode cells that contradict the cost model's shape (a larger
+    # gamma or batch cheaper, nightjar.profile.check) before the profile is refused.
+    remeasure: int = 2
+
+    @property
+    def gamma_max(self) -> int:
+        return self.gammas[-1]
+
+    @property
+    def max_model_len(self) -> int:
+        decode = max(self.contexts) + self.output_tokens // 2 + self.gamma_max + 2
+        return max(decode, min(max(self.prefill_lengths) + 2, self.model_max_len))
+
+    @property
+    def token_budget(self) -> int:
+        """max_num_batched_tokens: a measured prefill of n tokens must fit one step."""
+        return max(max(self.prefill_lengths), 2048)
+
+    def prefill_prompts(self, n: int) -> list[int]:
+        """Prompt lengths that make one prefill step of ``n`` tokens: a long n is split
+        over prompts of about the largest context (longer only where the largest batch
+        size would not hold them), as a burst of arrivals is; one 2k-token prompt would
+        charge every prefill step its long attention."""
+        longest = max(min(max(self.contexts), PREFILL_PROMPT), -(-n // max(self.batch_sizes)))
+        cap = min(self.max_model_len - 2, longest)
+        return [cap] * (n // cap) + ([n % cap] if n % cap else [])
+
+    def check(self) -> None:
+        """Grid rules the profile format and the engines impose; one-line errors."""
+        if list(self.gammas) != list(range(len(self.gammas))) or self.gamma_max < 1:
+            raise NightjarInputError(f"--gammas must be 0,1,..,G with G >= 1, got {self.gammas}")
+        for flag, values in (
+            ("--batch-sizes", self.batch_sizes),
+            ("--contexts", self.contexts),
+            ("--prefill-lengths", self.prefill_lengths),
+        ):
+            if not values or min(values) < 1 or len(set(values)) != len(values):
+                raise NightjarInputError(f"{flag} must be distinct integers >= 1, got {values}")
+        if self.output_tokens < 4 or self.repeats < 1:
+            raise NightjarInputError("--output-tokens must be >= 4 and --repeats >= 1")
+        if self.hold < 2 or self.remeasure < 0:
+            raise NightjarInputError("the gamma hold must be >= 2 and --remeasure >= 0")
+        short = min(self.contexts) - self.output_tokens // 2
+        if short < 1:
+            raise NightjarInputError(
+                f"context {min(self.contexts)} is too short for {self.output_tokens} output "
+                "tokens (prompts are context - output/2 long): lower --output-tokens"
+            )
+        if self.max_model_len > self.model_max_len:
+            raise NightjarInputError(
+                f"the grid needs {self.max_model_len} tokens per sequence but the model "
+                f"supports {self.model_max_len}: lower --contexts"
+            )
+        for b in self.mixed_batch_sizes:
+            for n in self.mixed_tokens:
+                if b < 1 or n < 1 or b + len(self.prefill_prompts(n)) > max(self.batch_sizes):
+                    raise NightjarInputError(
+                        f"a mixed step of {b} decodes and {n} prompt tokens needs more than "
+                        f"the largest batch size {max(self.batch_sizes)} sequences: lower "
+                        "--mixed-batch-sizes or --mixed-tokens"
+                    )
+        if self.mixed_tokens and max(self.mixed_tokens) + max(self.mixed_batch_sizes or (0,)) > (
+            self.token_budget
+        ):
+            raise NightjarInputError("--mixed-tokens plus the decodes must fit the token budget")
+        most = max(len(self.prefill_prompts(n)) for n in self.prefill_lengths)
+        if most > max(self.batch_sizes):
+            raise NightjarInputError(
+                f"a prefill of {max(self.prefill_lengths)} tokens needs {most} prompts of at "
+                f"most {self.max_model_len - 2} tokens, more than the largest batch size "
+                f"{max(self.batch_sizes)}: lower --prefill-lengths"
+            )

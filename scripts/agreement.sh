@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The simulator-versus-engine agreement check, end to end, on the CPU engine and the
+# tiny pair: a measured profile, the live benchmark on each validation trace, and
+# `nightjar validate` over each benchmark; then the results table
+# (experiments/agreement_table.py). Run it ALONE on the machine: every figure is only
+# as good as the machine was quiet (each run's foreign load is recorded and runs others
+# disturbed are rerun).
+#
+#   bash scripts/agreement.sh [OUT]          # default OUT: reports/agreement-YYYYmmdd-HHMM
+#   REPEATS=4 TRACES="live-spec-wins live-shift" bash scripts/agreement.sh OUT
+#
+# Environment: VENV (default .venv-live, built by scripts/install-live.sh), REPEATS
+# (rounds per trace, default 3), TRACES (bundled names or paths; default the three
+# validation traces), HOLDOUT_SEED (seed of the held-out trace generated here, one
+# the profile and the trace design never saw; default 2027), POLICIES (default the
+# five of the goal). Writes OUT/profile.json, OUT/bench-<trace>/, OUT/validate-<trace>/
+# (+ .txt, what validate printed) and OUT/table.md.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv-live}
+OUT=${1:-reports/agreement-$(date +%Y%m%d-%H%M)}
+REPEATS=${REPEATS:-3}
+TRACES=${TRACES:-"live-spec-wins live-spec-loses live-shift"}
+HOLDOUT_SEED=${HOLDOUT_SEED:-2027}
+POLICIES=${POLICIES:-"nospec fixed:3 nightjar nightjar-code nightjar+"}
+PY="$VENV/bin/python"
+NJ="$VENV/bin/nightjar"
+[ -x "$NJ" ] || { echo "no $NJ: run scripts/install-live.sh $VENV first" >&2; exit 2; }
+LD_PRELOAD=$(find "$VENV" -name libiomp5.so | head -1)
+export LD_PRELOAD
+mkdir -p "$OUT"
+
+# The held-out trace: another workload (Alpaca-like lengths, not the validation traces'
+# uniform ones) and another shape (calm, a bursty peak, a middle load), drawn with a
+# seed nobody tuned on.
+HOLDOUT="$OUT/holdout.json"
+"$NJ" trace gen --workload alpaca --segments "0.5:25,8:20:0.5,2:25" --seed "$HOLDOUT_SEED" \
+    --name "holdout-$HOLDOUT_SEED" --out "$HOLDOUT" --force >/dev/null
+ALL_TRACES="$TRACES $HOLDOUT"
+
+policy_flags=()
+for p in $POLICIES; do policy_flags+=(--policy "$p"); done
+n_policies=$(wc -w <<<"$POLICIES")
+
+# Expected duration: the profile (budget 10 min; it prints its own estimate), then per trace
+# REPEATS x (policies + the noise twin) runs of about the trace's span plus its tail.
+expected=$("$PY" - "$REPEATS" "$n_policies" $ALL_TRACES <<'EOF'
+import sys
+from nightjar.trace.model import load_trace
+repeats, policies, traces = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+total = 10 * 60.0
+for name in traces:
+    t = load_trace(name)
+    span = float(t.arrival_s.max() - t.arrival_s.min())
+    total += repeats * (policies + 1) * (span * 1.6 + 12) + 150
+print(f"{total / 60:.0f}")
+EOF
+)
+echo "agreement check: profile + ${REPEATS} rounds x $((n_policies + 1)) runs on each of:" \
+     "$ALL_TRACES; expected about ${expected} min. Output: $OUT"
+uptime
+
+"$PY" -m nightjar.live.tiny "$OUT/models" >/dev/null
+T="$OUT/models/target"
+D="$OUT/models/draft"
+
+if [ ! -f "$OUT/profile.json" ]; then
+    "$NJ" profile --model "$T" --draft "$D" --out "$OUT/profile.json"
+fi
+
+for trace in $ALL_TRACES; do
+    name=$(basename "$trace" .json)
+    if [ ! -f "$OUT/bench-$name/bench.json" ]; then
+        "$NJ" bench live --model "$T" --draft "$D" --trace "$trace" "${policy_flags[@]}" \
+            --repeats "$REPEATS" --profile "$OUT/profile.json" --out "$OUT/bench-$name" --force
+    fi
+    "$NJ" validate --live-run "$OUT/bench-$name" --profile "$OUT/profile.json" \
+        --out "$OUT/validate-$name" --force | tee "$OUT/validate-$name.txt"
+done
+uptime
+
+"$PY" experiments/agreement_table.py "$OUT" | tee "$OUT/table.md"
+echo "wrote $OUT/table.md"
