@@ -23,6 +23,7 @@ import simpy
 
 from nightjar.core.admission import Limits, Room, admit, step_batch
 from nightjar.core.arrivals import ARRIVAL_WINDOW_S
+from nightjar.core.drafter import drafter_kind
 from nightjar.core.driver import StepDriver
 from nightjar.core.policy import Policy
 from nightjar.core.records import StepRecord
@@ -42,8 +43,6 @@ from nightjar.sim.price import StepShape, price_step
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
 IDLE_POLL_S = 0.01
-# Budget tokens vLLM V1 reserves per scheduled request for a draft model's slot.
-DRAFT_SLOTS = 1
 
 
 class SimulationStalled(NightjarInputError):
@@ -101,7 +100,13 @@ class Engine:
         # (``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for draft_model):
         # live mixed steps of B decodes at gamma 3 carry 2048 - B(3 + 2) - (prompts)
         # prompt tokens. The paper's V0 engine has no such term.
-        self.draft_slots = DRAFT_SLOTS if with_draft and config.engine is SchedulerMode.V1 else 0
+        # Other drafters reserve none (nightjar.core.drafter: ``draft_slots``).
+        kind = drafter_kind(profile.drafter)
+        v1 = config.engine is SchedulerMode.V1
+        self.draft_slots = kind.draft_slots if with_draft and v1 else 0
+        # A lookup drafter (n-gram, suffix) keeps no KV: nothing goes stale at gamma 0,
+        # no catch-up when speculation returns, nothing to keep in sync.
+        self._draft_has_kv = kind.has_kv
         self.draft: DraftMemory | NoDraft = (
             DraftMemory(env, self.pool, profile, config) if with_draft
             else NoDraft(lambda: float(env.now))
@@ -317,12 +322,13 @@ class Engine:
     def _latency(self, plan: _Plan) -> tuple[float, float]:
         """The step's duration and the part of it that was the draft's catch-up."""
         b, n = self.batch, plan.n_decode
-        lag = int(b.lag[:n][plan.gammas > 0].sum()) if plan.g_max > 0 else 0
+        has_kv = self._draft_has_kv
+        lag = int(b.lag[:n][plan.gammas > 0].sum()) if plan.g_max > 0 and has_kv else 0
         price = price_step(self.profile, StepShape(
             n_decode=n, g_max=plan.g_max, drafted=int(plan.gammas.sum()),
             mean_ctx=plan.mean_ctx, prefill_tokens=plan.prefill_tokens,
             draft_loaded=self.draft.resident,
-            sync=self.cfg.draft_kv_mode is DraftKVMode.SYNC, lag_tokens=lag,
+            sync=has_kv and self.cfg.draft_kv_mode is DraftKVMode.SYNC, lag_tokens=lag,
         ))
         if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1

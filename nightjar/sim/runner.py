@@ -72,6 +72,7 @@ def policy_env(
     return PolicyEnv(
         gamma_max=cfg.gamma_max, seed=cfg.seed, latency=latency,
         truth=profile, acceptance_prior=acceptance_prior(trace, profile),
+        drafter=profile.drafter,
     )
 
 

@@ -84,7 +84,8 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
             config.check_profile(profile)
         except NightjarInputError as exc:
             raise NightjarInputError(f"profile {cell.profile}: {exc}") from None
-        make_policy(cell.policy, PolicyEnv(gamma_max=config.gamma_max, latency=profile))
+        make_policy(cell.policy, PolicyEnv(
+            gamma_max=config.gamma_max, latency=profile, drafter=profile.drafter))
 
 
 def plan(spec: SweepSpec) -> list[CellTask]:
