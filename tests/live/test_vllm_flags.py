@@ -1,0 +1,77 @@
+"""``nightjar live`` takes vLLM's engine flags as vLLM spells them: they reach the engine
+(read back from the engine's own config), and a flag vLLM or Nightjar cannot take is
+one line and exit 2 before any engine starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nightjar.cli as cli
+
+
+@pytest.fixture(autouse=True)
+def _live_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    if "live" not in cli.COMMANDS:
+        monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "live"))
+
+
+def _trace(tmp_path: Path) -> str:
+    path = tmp_path / "t.json"
+    reqs = [{"arrival_s": 0.0, "prompt_tokens": 12, "output_tokens": 10} for _ in range(2)]
+    path.write_text(json.dumps({"format_version": 1, "name": "t", "requests": reqs}))
+    return str(path)
+
+
+def test_vllm_flags_reach_the_engine(tiny: Any, make_llm: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code = cli.main([
+        "live", "--model", str(tiny.target), "--draft", str(tiny.draft),
+        "--gpu-memory-utilization", "0.5", "--max-num-batched-tokens", "1024",
+        "--max_num_seqs=8", "--enable-prefix-caching",
+        "--trace", _trace(tmp_path), "--policy", "fixed:2", "--max-model-len", "256",
+        "--kv-cache-gb", "0.03", "--out", str(out), "--no-report", "--quiet",
+    ])  # fmt: skip
+    assert code == 0
+    # What the scheduler read from vLLM's config inside the engine.
+    engine = json.loads((out / "fixed-2" / "engine.json").read_text())
+    assert engine["gpu_memory_utilization"] == 0.5
+    assert engine["max_num_batched_tokens"] == 1024
+    assert engine["max_num_seqs"] == 8
+    assert engine["enable_prefix_caching"] is True
+    assert engine["method"] == "draft_model" and engine["num_speculative_tokens"] == 4
+
+
+def _fails(capsys: Any, argv: list[str], needle: str) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert err.startswith("nightjar: error:") and needle in err, err
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--no-such-vllm-flag"], "vLLM flag: unrecognized arguments: --no-such-vllm-flag"),
+        (["--gpu-memory-utilization", "lots"], "vLLM flag: argument --gpu-memory-utilization"),
+        (["--scheduler-cls", "my.Scheduler"], "--scheduler-cls: nightjar live runs Nightjar's"),
+        (["--worker-cls", "my.Worker"], "--worker-cls: nightjar live runs Nightjar's worker"),
+        (["--pipeline-parallel-size", "2"], "tensor parallelism only"),
+        (["--kv-cache-memory-bytes", "1000000", "--kv-cache-gb", "1"],
+         "--kv-cache-memory-bytes and --kv-cache-gb set the same thing"),
+        (["--no-enforce-eager", "--compile"], "--enforce-eager and --compile set the same"),
+        (["--additional-config", '{"nightjar": {"policy": "nospec"}}'], "settings channel"),
+        (["--speculative-config.method", "ngram"], "give it once, as --speculative-config"),
+        (["--spec-method", "bogus"], "the installed vLLM has no such method"),
+        (["--spec-method", "medusa"], "Nightjar drives draft_model, eagle, eagle3"),
+        (["--", "--api-key", "k"], "need --serve"),
+    ],
+)
+def test_flags_nightjar_or_vllm_cannot_take(
+    capsys: Any, tiny: Any, flags: list[str], needle: str
+) -> None:
+    argv = ["live", "--model", str(tiny.target), "--draft", str(tiny.draft), "--trace", "x"]
+    _fails(capsys, [*argv, *flags], needle)
