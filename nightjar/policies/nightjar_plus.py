@@ -30,8 +30,9 @@ gamma and learns only the prediction's error:
   toggle starts;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and much less when the rebuild
-  is dear, since one exploring step pays all of it); a 2% hysteresis keeps the
-  current arm against near-ties;
+  is dear, since one exploring step pays all of it; with a drafter that keeps no
+  KV, ``PolicyEnv.drafter`` n-gram or suffix, a toggle is free and explored like
+  any neighbour); a 2% hysteresis keeps the current arm against near-ties;
 - objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
   lengths whose lookahead the free blocks cannot hold are never chosen (off by
   default: measured, it costs more than it saves); ``nightjar+:slo`` trades per-token

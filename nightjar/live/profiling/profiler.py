@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from nightjar.core.drafter import DRAFT_MODEL
 from nightjar.errors import NightjarInputError
 from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
 from nightjar.live.profiling.build import (
@@ -66,7 +67,7 @@ PREFILL_PROMPT = 512
 @dataclass(frozen=True, slots=True)
 class ProfilePlan:
     target: str  # local directories
-    draft: str
+    draft: str | None  # the drafter's checkpoint; None for mtp, ngram, suffix
     target_name: str  # names stored in the profile
     draft_name: str
     # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
@@ -105,6 +106,9 @@ class ProfilePlan:
     # steps then cost what a live run's do). True: in this process, ~5x faster to
     # start, but its steps measured up to ~40% faster than a live run's on 2 cores.
     in_process: bool = False
+    # vLLM's speculative method (nightjar.core.drafter) and its other config keys.
+    method: str = DRAFT_MODEL
+    spec_options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def gamma_max(self) -> int:
@@ -355,6 +359,9 @@ def run_engine(
         max_num_seqs=max(plan.batch_sizes),
         kv_cache_bytes=plan.kv_cache_bytes,
         spec_tokens=plan.gamma_max,
+        method=plan.method,
+        spec_options=dict(plan.spec_options),
+        speculate=gamma is not None,
     )
     kwargs = engine_kwargs(spec)
     kwargs["worker_extension_cls"] = PROBE
@@ -425,7 +432,10 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
     acc = acceptance(list(runs.values()), "accept" if plan.prompts else "decode")
     platform = str(facts["platform"])
     gpu = "cpu" if platform == "cpu" else _slug(str(facts["device_name"]))
+    # Absent means a draft model (the profile format's default).
+    kind = {} if plan.method == DRAFT_MODEL else {"drafter": plan.method}
     return {
+        **kind,
         "format_version": 1,
         "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
         "source": "measured",
