@@ -13,7 +13,7 @@ from nightjar import __version__
 from nightjar.errors import NightjarInputError
 
 # Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("sim", "sweep", "live", "profile", "validate", "trace")
+COMMANDS = ("sim", "sweep", "live", "profile", "schedule", "validate", "trace")
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]*)`")  # Sphinx roles such as :mod:`nightjar.sim`
