@@ -65,8 +65,11 @@ def _parser(serve: bool) -> Any:
 
         parser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())
 
+    what = "server" if serve else "engine"
+
     def error(message: str) -> Any:
-        raise NightjarInputError(f"vLLM flag: {message}")
+        # The same words as nightjar.live.prometheus, which checks the server's again.
+        raise NightjarInputError(f"vLLM refuses the {what} flags: {message}")
 
     parser.error = error
     return parser
@@ -91,7 +94,7 @@ def given_settings(flags: list[str], serve: bool = False) -> dict[str, Any]:
     try:
         ns = parser.parse_args(flags)
     except SystemExit:  # --help inside the vLLM flags
-        raise NightjarInputError("vLLM flag: see `vllm serve --help` for vLLM's flags") from None
+        raise NightjarInputError("vLLM's flags: see `vllm serve --help`") from None
     values = {k: v for k, v in vars(ns).items() if k != "model_tag"}
     values.pop("subparser", None)
     values.pop("dispatch_function", None)

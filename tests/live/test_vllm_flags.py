@@ -55,8 +55,10 @@ def _fails(capsys: Any, argv: list[str], needle: str) -> None:
 @pytest.mark.parametrize(
     ("flags", "needle"),
     [
-        (["--no-such-vllm-flag"], "vLLM flag: unrecognized arguments: --no-such-vllm-flag"),
-        (["--gpu-memory-utilization", "lots"], "vLLM flag: argument --gpu-memory-utilization"),
+        (["--no-such-vllm-flag"],
+         "vLLM refuses the engine flags: unrecognized arguments: --no-such-vllm-flag"),
+        (["--gpu-memory-utilization", "lots"],
+         "vLLM refuses the engine flags: argument --gpu-memory-utilization"),
         (["--scheduler-cls", "my.Scheduler"], "--scheduler-cls: nightjar live runs Nightjar's"),
         (["--worker-cls", "my.Worker"], "--worker-cls: nightjar live runs Nightjar's worker"),
         (["--pipeline-parallel-size", "2"], "tensor parallelism only"),
@@ -75,3 +77,49 @@ def test_flags_nightjar_or_vllm_cannot_take(
 ) -> None:
     argv = ["live", "--model", str(tiny.target), "--draft", str(tiny.draft), "--trace", "x"]
     _fails(capsys, [*argv, *flags], needle)
+
+
+def _repetitive_trace(tmp_path: Path) -> str:
+    """Requests whose prompts repeat a short pattern (n-gram lookups find matches)."""
+    reqs = []
+    for i in range(6):
+        pattern = [11 + i, 12, 13, 14]
+        ids = (pattern * 10)[: 24 + 2 * i]
+        reqs.append({"arrival_s": 0.05 * i, "prompt_tokens": len(ids), "output_tokens": 40,
+                     "prompt_token_ids": ids})
+    path = tmp_path / "rep.json"
+    path.write_text(json.dumps({"format_version": 1, "name": "rep", "requests": reqs}))
+    return str(path)
+
+
+@pytest.mark.parametrize("method", ["ngram", "eagle3"])
+def test_nightjar_plus_over_a_speculative_config(
+    method: str, tiny: Any, make_llm: Any, tmp_path: Path
+) -> None:
+    """The issue's commands: vLLM's --speculative-config, nightjar+ choosing K per step
+    (losslessness of the same engine path: test_drafters.py)."""
+    import pandas as pd
+
+    spec: dict[str, Any] = {"method": method, "num_speculative_tokens": 4}
+    if method == "ngram":
+        spec["prompt_lookup_max"] = 3
+    else:
+        from nightjar.live.tiny_heads import build_eagle3
+
+        spec["model"] = str(build_eagle3(tiny.target, tmp_path / "head"))
+    out = tmp_path / "out"
+    code = cli.main([
+        "live", "--model", str(tiny.target), "--speculative-config", json.dumps(spec),
+        "--trace", _repetitive_trace(tmp_path), "--policy", "nightjar+",
+        "--max-model-len", "256", "--kv-cache-gb", "0.03", "--out", str(out), "--no-report",
+        "--quiet",
+    ])  # fmt: skip
+    assert code == 0
+    engine = json.loads((out / "nightjar+" / "engine.json").read_text())
+    assert engine["method"] == method and engine["num_speculative_tokens"] == 4
+    steps = pd.read_csv(out / "nightjar+" / "steps.csv")
+    decode = steps[steps["batch_size"] > 0]
+    assert decode["gamma"].nunique() >= 2  # K varied per step
+    assert (decode["gamma"] <= 4).all()
+    assert (decode["drafted"] <= decode["gamma"] * decode["batch_size"]).all()
+    assert decode["drafted"].sum() > 0
