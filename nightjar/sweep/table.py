@@ -26,13 +26,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from typing import TYPE_CHECKING
+
 from nightjar.core.estimators import expected_tokens
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile
 from nightjar.results.stats import Interval, mean_interval
-from nightjar.sim import SimConfig, simulate
-from nightjar.sim.runner import acceptance_prior
-from nightjar.trace.model import Trace
+
+if TYPE_CHECKING:  # the simulator (simpy) loads when a search runs, not for --help
+    from nightjar.profile.model import Profile
+    from nightjar.sim import SimConfig
+    from nightjar.trace.model import Trace
 
 # metric -> (Summary reader, True when larger is better, label)
 METRICS: dict[str, tuple[Callable[..., float], bool, str]] = {
@@ -114,6 +117,8 @@ def _mean_context(trace: Trace) -> float:
 
 def analytic_rows(search: TableSearch) -> list[Row]:
     """Per bucket, the K with the least predicted time per token (the start)."""
+    from nightjar.sim.runner import acceptance_prior
+
     p, g_max = search.profile, search.config.gamma_max
     alpha = acceptance_prior(search.trace, p) or 0.6
     ctx = _mean_context(search.trace)
@@ -127,6 +132,7 @@ def analytic_rows(search: TableSearch) -> list[Row]:
 
 def run_metric(search: TableSearch, spec: str, seed: int) -> float:
     from nightjar.results.metrics import summarize
+    from nightjar.sim import simulate
 
     result = simulate(search.trace, search.profile, spec, replace(search.config, seed=seed))
     read, _, _ = METRICS[search.metric]
@@ -141,6 +147,8 @@ def _better(search: TableSearch, a: float, b: float) -> bool:
 
 def _occupied(search: TableSearch, rows: list[Row], seed: int) -> set[int]:
     """Indices of the buckets the trace's steps reach under ``rows``."""
+    from nightjar.sim import simulate
+
     result = simulate(search.trace, search.profile, policy_spec(rows),
                       replace(search.config, seed=seed))
     sizes = {s.batch_size for s in result.steps if s.batch_size > 0}
