@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-
 from typing import TYPE_CHECKING
 
 from nightjar.core.estimators import expected_tokens
