@@ -540,10 +540,18 @@ def run(args: argparse.Namespace) -> int:
         if len(specs) != 1:
             raise NightjarInputError("--serve runs one policy; give exactly one --policy")
         from nightjar.live.serve import serve
+        from nightjar.live.vllm_args import take_flag
 
         settings = dataclasses.replace(base, policy=specs[0])
-        extra = list(args.vllm_flags) + [a for a in args.server_args if a != "--"]
-        return int(serve(_engine_spec(args, engine, settings), args.host, args.port, extra))
+        flags = list(args.vllm_flags) + [a for a in args.server_args if a != "--"]
+        spec = _engine_spec(args, engine, settings)
+        if "additional_config" in engine.engine_args:
+            # The server would take the user's object instead of Nightjar's: merge them
+            # (engine_kwargs does) and pass the merged one.
+            flags = take_flag(flags, "--additional-config")
+            extra_config = {"additional_config": engine.engine_args["additional_config"]}
+            spec = dataclasses.replace(spec, engine_args=extra_config)
+        return int(serve(spec, args.host, args.port, flags))
     if args.trace is None:
         raise NightjarInputError("give --trace FILE to replay, or --serve")
     return _replay_all(args, engine, base, specs)

@@ -137,3 +137,26 @@ def engine_args(values: dict[str, Any]) -> dict[str, Any]:
 
     fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
     return {k: v for k, v in values.items() if k in fields}
+
+
+def take_flag(flags: list[str], flag: str) -> list[str]:
+    """``flags`` without ``flag`` and its value (``--f V`` or ``--f=V``); a dotted form
+    (``--f.key V``) cannot be taken apart and is refused."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(flags):
+        if skip:
+            skip = False
+            continue
+        if arg == flag:
+            skip = i + 1 < len(flags)
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        if arg.startswith(flag + "."):
+            raise NightjarInputError(
+                f"{arg}: with --serve give {flag} as one JSON object (Nightjar merges its "
+                "settings into it)"
+            )
+        out.append(arg)
+    return out

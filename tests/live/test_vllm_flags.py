@@ -123,3 +123,29 @@ def test_nightjar_plus_over_a_speculative_config(
     assert (decode["gamma"] <= 4).all()
     assert (decode["drafted"] <= decode["gamma"] * decode["batch_size"]).all()
     assert decode["drafted"].sum() > 0
+
+
+def test_serve_merges_the_users_additional_config_with_nightjars(
+    tiny: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's server takes one --additional-config: the user's keys and Nightjar's
+    settings channel are merged into it, not one replacing the other."""
+    from nightjar.live import serve as serve_module
+
+    seen: dict[str, Any] = {}
+
+    def fake_serve(spec: Any, host: str, port: int, extra: list[str]) -> int:
+        seen["argv"] = serve_module.server_argv(spec, host, port, extra, "state.json")
+        return 0
+
+    monkeypatch.setattr(serve_module, "serve", fake_serve)
+    code = cli.main([
+        "live", "--serve", "--model", str(tiny.target), "--draft", str(tiny.draft),
+        "--policy", "fixed:2", "--additional-config", '{"mine": 1}', "--api-key", "k",
+    ])  # fmt: skip
+    assert code == 0
+    argv = seen["argv"]
+    assert argv.count("--additional-config") == 1
+    merged = json.loads(argv[argv.index("--additional-config") + 1])
+    assert merged["mine"] == 1 and merged["nightjar"]["policy"] == "fixed:2"
+    assert argv[-2:] == ["--api-key", "k"]  # server flags pass through as given
