@@ -16,6 +16,7 @@ Figures are plotly objects; nothing here writes a file unless asked (``Results.w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -34,20 +35,33 @@ from nightjar.trace.model import Trace, load_trace
 
 
 class Results(Sequence[RunResult]):
-    """The runs of one comparison (same trace, same seed), with their SLO.
+    """The runs of one comparison (same trace; one seed or several), with their SLO.
 
     A sequence of :class:`~nightjar.core.records.RunResult`; ``results["fixed:3"]`` picks a
-    run by policy. An ``oracle`` run among them is the yardstick for regret. The
-    summaries and regrets are computed once, in the :class:`~nightjar.results.run_set.ResultSet`
-    the CLI hands to its table, CSVs and report.
+    run by policy (its first seed). An ``oracle`` run among them is the yardstick for
+    regret, taken seed by seed. The summaries and regrets are computed once, in the
+    :class:`~nightjar.results.run_set.ResultSet` the CLI hands to its table, CSVs and
+    report. Read back from a sweep folder, it holds no runs but the sweep's ``table``
+    (one row per cell), which :func:`results_frame` returns.
     """
 
     def __init__(self, runs: Sequence[RunResult], slo: Slo | None = None,
-                 title: str = "") -> None:
+                 title: str = "", *, table: pd.DataFrame | None = None) -> None:
+        if isinstance(runs, str | bytes) or not isinstance(runs, Sequence | Iterator):
+            raise NightjarInputError(f"Results takes a list of runs, got {type(runs).__name__}")
         self.runs = list(runs)
+        bad = [r for r in self.runs if not isinstance(r, RunResult)]
+        if bad:
+            raise NightjarInputError(
+                f"Results takes runs (nightjar.core.records.RunResult), got {_short(bad[0])}")
+        if slo is not None and not isinstance(slo, Slo):
+            raise NightjarInputError(f"slo must be a nightjar Slo or None, got {_short(slo)}")
+        if not isinstance(title, str):
+            raise NightjarInputError(f"title must be a string, got {_short(title)}")
         self.slo = slo or Slo()
         self.title = title or (f"{self.runs[0].trace} on {self.runs[0].profile}"
                                if self.runs else "nightjar run")
+        self.table = table
         self._set: ResultSet | None = None
 
     @overload
@@ -76,6 +90,11 @@ class Results(Sequence[RunResult]):
 
     def result_set(self) -> ResultSet:
         """The :class:`~nightjar.results.run_set.ResultSet` of these runs (built once)."""
+        if self.table is not None:
+            raise NightjarInputError(
+                "a sweep keeps one summary row per cell, not its runs: use results_frame,"
+                " or nightjar sim --out for per-request records"
+            )
         if self._set is None:
             self._set = ResultSet.build(self.runs, title=self.title, slo=self.slo)
         return self._set
@@ -91,27 +110,47 @@ class Results(Sequence[RunResult]):
     def regrets(self) -> dict[str, Regret] | None:
         return self.result_set().regrets
 
-    def frame(self) -> pd.DataFrame:
-        return results_frame(self)
+    def frame(self, per: str = "run") -> pd.DataFrame:
+        """:func:`results_frame` of these runs (``per`` = run, request or step)."""
+        return results_frame(self, per=per)
 
     def figure(self) -> Any:
-        """The runs over time (arrivals, batch, throughput, step time, acceptance) on
-        one time axis: a plotly Figure, as in the report's "Over time" section."""
+        """The runs over time (arrivals, batch, throughput, step time, acceptance, KV use)
+        on one time axis: a plotly Figure, as in the report's "Over time" section."""
+        from nightjar.report.colors import policy_colors
+        from nightjar.report.fig_decision import focus_policy
         from nightjar.report.fig_time import time_figure
         from nightjar.report.series import span_of, time_series
-        from nightjar.report.style import policy_colors
 
         runs = self.result_set().first_seed()
         span = span_of([r.result for r in runs])
         series = {r.policy: time_series(r.result, span) for r in runs}
-        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span)
+        return time_figure(runs, series, policy_colors([r.policy for r in runs]), span,
+                           focus_policy(runs))
+
+    def decision_figure(self) -> Any:
+        """Each policy's gamma against batch size and over time on the trace's load, side
+        by side (the report's "How each policy chose gamma"); None when every policy ran
+        one gamma throughout."""
+        from nightjar.report.colors import policy_colors
+        from nightjar.report.fig_decision import decision_figure
+        from nightjar.report.series import max_batch, span_of, time_series
+
+        rs = self.result_set()
+        runs = rs.first_seed()
+        span = span_of([r.result for r in runs])
+        series = {r.policy: time_series(r.result, span) for r in runs}
+        used = max(max((s.gamma for s in r.result.steps), default=0) for r in runs)
+        return decision_figure(runs, series, policy_colors([r.policy for r in runs]),
+                               span_s=span, gamma_max=max(1, used, rs.gamma_max or 0),
+                               batch_top=max_batch([r.result for r in runs]))
 
     def comparison_figures(self) -> list[Any]:
         """Throughput, latency and goodput bars, the regret curves (with an oracle run)
         and the latency ECDFs, as in the report."""
+        from nightjar.report.colors import policy_colors
         from nightjar.report.fig_compare import bars_figure, regret_figure
         from nightjar.report.fig_latency import latency_figure
-        from nightjar.report.style import policy_colors
 
         rs = self.result_set()
         runs = rs.first_seed()
@@ -122,13 +161,46 @@ class Results(Sequence[RunResult]):
 
     def write(self, out: str | Path, *, force: bool = False, report: bool = True) -> Path:
         """CSVs, summaries and (by default) the HTML report, as ``nightjar sim --out``."""
+        from nightjar.checks import boolean
+        from nightjar.reading import as_path
         from nightjar.report.folder import write_all
+        from nightjar.results.outdir import staged_out_dir
 
-        write_all(self.result_set(), Path(out), force=force, report=report)
-        return Path(out)
+        force, report = boolean(force, "force"), boolean(report, "report")
+        path = as_path(out, "out")
+        with staged_out_dir(path, force) as tmp:
+            write_all(self.result_set(), tmp, force=True, report=report)
+        return path
 
 
 _D = RunConfig()  # the defaults every entry point shares (nightjar.config)
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def trace_arg(trace: Any) -> Trace:
+    """A :class:`Trace`, or the trace a bundled name or a path names."""
+    if isinstance(trace, Trace):
+        return trace
+    if isinstance(trace, str | os.PathLike):
+        return load_trace(trace)
+    raise NightjarInputError(
+        f"trace must be a Trace, a bundled trace name or a path, got {_short(trace)}")
+
+
+def profile_arg(profile: Any) -> Profile:
+    """A :class:`Profile` (None: the default one), or the one a name or a path names."""
+    if profile is None:
+        return load_profile(DEFAULT_PROFILE)
+    if isinstance(profile, Profile):
+        return profile
+    if isinstance(profile, str | os.PathLike):
+        return load_profile(profile)
+    raise NightjarInputError(
+        f"profile must be a Profile, a bundled profile name or a path, got {_short(profile)}")
 
 
 def simulate(
@@ -137,6 +209,7 @@ def simulate(
     policies: str | Sequence[str] | None = None,
     *,
     seed: int = _D.seed,
+    rate_scale: float = _D.rate_scale,
     gamma_max: int = _D.gamma_max,
     prior: str = _D.prior,
     draft_kv: str = _D.draft_kv,
@@ -158,102 +231,135 @@ def simulate(
     spec or several (default: the ``nightjar sim`` set). Every policy sees the same
     arrivals and per-request acceptance rates; deterministic for ``seed``. The other
     settings are ``nightjar sim``'s flags, with the same defaults
-    (:class:`nightjar.config.RunConfig`); as there, the oracle runs unless
+    (:class:`nightjar.config.RunConfig`; ``rate_scale`` multiplies the trace's
+    request rate); as there, the oracle runs unless
     ``oracle=False``, and its run gives the frame its regret columns.
     """
-    from nightjar.sim import OnUnfit, check_policies, simulate_many
+    from nightjar.sim import OnUnfit, check_policies, servable, simulate_many
 
     specs: tuple[str, ...] = _D.policies
     if isinstance(policies, str):
         specs = (policies,)
-    elif policies is not None:
+    elif isinstance(policies, list | tuple):
         specs = tuple(policies)
+    elif policies is not None:
+        raise NightjarInputError(
+            f"policies must be a policy spec or a list of them, got {_short(policies)}")
     config = RunConfig.build({
-        "policies": specs, "seed": seed, "gamma_max": gamma_max, "prior": prior,
+        "policies": specs, "seed": seed, "rate_scale": rate_scale, "gamma_max": gamma_max,
+        "prior": prior,
         "draft_kv": draft_kv, "acceptance": acceptance, "offload": offload, "reload": reload,
         "engine": engine, "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
         "on_unfit": on_unfit, "oracle": oracle, "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
     })
-    tr = load_trace(trace) if isinstance(trace, str) else trace
-    prof = load_profile(profile or DEFAULT_PROFILE) if not isinstance(profile, Profile) else profile
+    tr = trace_arg(trace).rate_scaled(config.rate_scale)
+    prof = profile_arg(profile)
     config.check_profile(prof)
     cfg = config.sim_config()
     runs = config.specs()
     check_policies(runs, tr, prof, cfg)
+    servable(tr, prof, cfg, OnUnfit(config.on_unfit))
     results = simulate_many(tr, prof, runs, cfg, on_unfit=OnUnfit(config.on_unfit),
                             prior=config.prior)
     return Results(results, config.slo())
 
 
 def results_frame(
-    results: Results | RunResult | Sequence[RunResult], slo: Slo | None = None
+    results: Results | RunResult | Sequence[RunResult], slo: Slo | None = None,
+    per: str = "run",
 ) -> pd.DataFrame:
-    """A pandas DataFrame of summaries: one row per run, every summary column
-    (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``, ...),
-    and regret columns when an oracle run is among them."""
+    """A pandas DataFrame of the runs, in long form.
+
+    ``per="run"`` (default): one row per run, every summary column
+    (``throughput_tok_s``, ``ttft_s_p99``, ``goodput_req_s``, ``slo_attainment``,
+    ``gamma_switches``, ...) and regret columns when an oracle run is among them; for a
+    sweep read back by :func:`load_run`, its table. ``per="request"``: one row per
+    request of every run (``ttft_s``, ``tpot_s``, ``e2e_s``, ...); ``per="step"``: one
+    row per engine step. Every row names its run (``policy``, ``engine``, ``trace``,
+    ``profile``, ``seed``), so ``px.ecdf(results_frame(r, per="request"), x="tpot_s",
+    color="policy")`` draws without glue. Counts are ints.
+    """
+    from nightjar.results.frames import PER, request_frame, step_frame
     from nightjar.results.write import summary_row
 
+    if slo is not None and not isinstance(slo, Slo):
+        raise NightjarInputError(
+            f"slo must be a nightjar Slo (e.g. Slo(ttft_s=1, tpot_s=0.05)) or None, got "
+            f"{_short(slo)}")
+    if per not in PER:
+        raise NightjarInputError(f"per must be one of {', '.join(PER)}, got {per!r}")
     if isinstance(results, RunResult):
         results = [results]
+    if not isinstance(results, Results | list | tuple):
+        raise NightjarInputError(
+            f"results_frame takes the Results of simulate or load_run (or a list of runs), "
+            f"got {_short(results)}")
     res = results if isinstance(results, Results) else Results(list(results), slo)
+    if res.table is not None:
+        if per != "run":
+            raise NightjarInputError(
+                f"a sweep keeps one summary row per cell, not per-{per} records"
+            )
+        return res.table.copy()
+    if per == "request":
+        return request_frame(res.runs)
+    if per == "step":
+        return step_frame(res.runs)
     if slo is not None and slo != res.slo:
         res = Results(res.runs, slo)
     return pd.DataFrame([summary_row(run) for run in res.result_set().runs])
 
 
 def load_run(folder: str | Path) -> Results:
-    """Read back what ``nightjar sim --out`` or ``nightjar live --out`` wrote: the whole
-    folder (every policy) or one policy's sub-folder. A sweep folder is a table, not
-    runs: read it with :func:`load_sweep`."""
-    from nightjar.results.read import read_run_folder
+    """Read back what ``nightjar sim --out``, ``nightjar live --out`` or ``nightjar
+    sweep --out`` wrote: a run folder (every policy its summary table lists), one
+    policy's sub-folder, a ``--seeds N`` folder (every seed's runs, in seed order) or a
+    sweep (its table, as ``Results.table``); CSV or parquet."""
+    import re
 
-    folder = Path(folder)
-    if (folder / "sweep.json").is_file():
-        raise NightjarInputError(f"{folder} is a sweep: read it with nightjar.load_sweep")
-    if not folder.is_dir():
-        raise NightjarInputError(f"{folder} is not a folder")
-    if _is_run(folder):
-        read = [read_run_folder(folder)]
-    else:
-        subs = sorted(p for p in folder.iterdir() if p.is_dir() and _is_run(p))
-        if not subs:
-            raise NightjarInputError(f"{folder} holds no nightjar run (no summary.json)")
-        read = [read_run_folder(p) for p in _in_summary_order(folder, subs)]
+    from nightjar.reading import as_path
+    from nightjar.results.read import read_run_folder, run_folders
+
+    path = as_path(folder, "load_run")
+    if os.path.lexists(path / "sweep.json"):
+        return Results([], None, f"sweep {path.name}", table=load_sweep(path))
+    seeds = sorted(
+        (int(m.group(1)), p) for p in (path.iterdir() if path.is_dir() else [])
+        if p.is_dir() and (m := re.fullmatch(r"seed-(\d+)", p.name))
+    )
+    sets = [p for _, p in seeds] if seeds and not _is_run(path) else [path]
+    read = [read_run_folder(p) for one in sets for p in run_folders(one)]
     slos = {slo for _, slo in read}
     return Results([run for run, _ in read], slos.pop() if len(slos) == 1 else None)
 
 
 def _is_run(folder: Path) -> bool:
-    return (folder / "summary.json").is_file()
-
-
-def _in_summary_order(folder: Path, subs: list[Path]) -> list[Path]:
-    """Sub-folders in the order of the folder's summary table (the run's policy order)."""
-    for name in ("summary.csv", "summary.parquet"):
-        path = folder / name
-        if path.is_file():
-            try:
-                table = pd.read_csv(path) if name.endswith("csv") else pd.read_parquet(path)
-            except (OSError, ValueError, ImportError):
-                break
-            order = {str(s): k for k, s in enumerate(table.get("slug", []))}
-            return sorted(subs, key=lambda p: order.get(p.name, len(order)))
-    return subs
+    return os.path.lexists(folder / "summary.json")
 
 
 def load_sweep(folder: str | Path) -> pd.DataFrame:
     """The table of a ``nightjar sweep`` folder: one row per cell."""
+    from nightjar.reading import as_path
     from nightjar.sweep.store import load_table
 
-    return load_table(Path(folder))
+    return load_table(as_path(folder, "load_sweep"))
 
 
 def sweep_figures(frame: pd.DataFrame) -> list[Any]:
     """Load-latency, throughput/goodput and SLO attainment curves of a sweep table, with
     95% bands across seeds (plotly Figures)."""
+    from nightjar.sweep.figures import REQUIRED_COLUMNS
     from nightjar.sweep.figures import sweep_figures as figures
 
+    if not isinstance(frame, pd.DataFrame):
+        raise NightjarInputError(
+            f"sweep_figures takes a sweep table (nightjar.load_sweep), got {_short(frame)}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing or frame.empty:
+        raise NightjarInputError(
+            "sweep_figures takes a sweep table (nightjar.load_sweep): "
+            + (f"no column {missing[0]!r}" if missing else "it has no rows"))
     return figures(frame)
 
 
@@ -269,8 +375,15 @@ def run_sweep(
     """Run (or resume) a sweep into ``out`` and return its table; ``grid`` takes the keys of
     a sweep TOML file (``trace``, ``rate_scale``, ``seeds``, ``policy``, ``profile``,
     ``offload``, ``reload``, ``gamma_max``, ``max_num_seqs``, ``slo_ttft``, ...)."""
+    from nightjar.checks import boolean, integer
+    from nightjar.reading import as_path
     from nightjar.sweep.run import run_sweep as run
     from nightjar.sweep.spec import build_spec
 
+    path = as_path(out, "out")
+    jobs = integer(jobs, "jobs", lo=1)
+    force, report = boolean(force, "force"), boolean(report, "report")
+    if ray is not None and not isinstance(ray, str):
+        raise NightjarInputError(f"ray must be auto, local or HOST:PORT, got {_short(ray)}")
     spec = build_spec(grid, source="run_sweep")
-    return run(spec, Path(out), jobs=jobs, ray=ray, force=force, report=report).frame
+    return run(spec, path, jobs=jobs, ray=ray, force=force, report=report).frame

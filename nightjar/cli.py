@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from nightjar import __version__
-from nightjar.errors import NightjarInputError
+from nightjar.errors import NightjarInputError, one_line
+from nightjar.interrupts import Interrupted, signals_as_interrupts
 
 # Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = ("sim", "sweep", "live", "profile", "schedule", "validate", "trace")
@@ -98,17 +101,32 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """A Python warning as the CLI's one line (``nightjar: warning: ...``)."""
+    text = one_line(str(message))
+    if not text.startswith("warning:"):
+        text = f"warning: {text}"
+    print(f"nightjar: {text}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
-    try:
-        code: int = args.func(args)
-    except NightjarInputError as exc:
-        print(f"nightjar: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("nightjar: interrupted", file=sys.stderr)
-        return 130
+    with warnings.catch_warnings(), signals_as_interrupts():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = _show_warning
+        try:
+            code: int = args.func(args)
+        except NightjarInputError as exc:
+            print(f"nightjar: error: {exc}", file=sys.stderr)
+            return 2
+        except Interrupted as exc:
+            print(f"nightjar: interrupted ({signal.Signals(exc.signum).name})", file=sys.stderr)
+            return 128 + exc.signum
+        except KeyboardInterrupt:
+            print("nightjar: interrupted", file=sys.stderr)
+            return 130
     return code
 
 

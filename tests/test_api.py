@@ -98,10 +98,10 @@ def test_load_run_reads_sim_and_live_folders_back(tmp_path: Path) -> None:
 def test_load_run_refuses_what_is_not_a_run(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(NightjarInputError, match="holds no nightjar run"):
+    with pytest.raises(NightjarInputError, match="not a nightjar run folder"):
         nightjar.load_run(empty)
     (empty / "sweep.json").write_text("{}")
-    with pytest.raises(NightjarInputError, match="load_sweep"):
+    with pytest.raises(NightjarInputError, match=r"results\.csv: cannot read"):
         nightjar.load_run(empty)
 
 

@@ -129,7 +129,10 @@ def _family(module: str) -> str:
 
 
 # Which families each family may import (besides itself and the leaf helpers).
-LEAVES = {"nightjar", "nightjar.errors", "nightjar.reading"}
+# Leaves: small helpers every layer may use (errors, safe reading, typed value checks,
+# signals as interrupts); they import nothing of ours but each other.
+LEAVES = {"nightjar", "nightjar.errors", "nightjar.reading", "nightjar.checks",
+          "nightjar.interrupts"}
 ALLOWED = {
     "core": set(),
     "policies": {"core"},

@@ -12,7 +12,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.profile.model import load_profile
 from nightjar.profile.priors import ScaledLatency, SpecScaledLatency, parse_prior
 from nightjar.results.multiseed import aggregate, beats, verdicts
-from nightjar.sim import SimConfig, simulate
+from nightjar.sim import OnUnfit, SimConfig, simulate
 from nightjar.trace.model import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -43,9 +43,9 @@ def test_seeds_write_per_seed_rows_and_intervals(
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--seeds", "0"], "--seeds must be >= 1"),
+    [(["--seeds", "0"], "--seeds must be in 1.."),
      (["--prior", "bogus"], "expected exact, none"),
-     (["--prior", "scale:0"], "must be > 0"),
+     (["--prior", "scale:0"], "must be in 0.001..1000"),
      (["--policy", "nightjar-code:fast"], "unknown argument 'fast'")],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -98,8 +98,11 @@ def test_paper_config_profiles_pin_memory_and_length() -> None:
     assert rtx.to_json()["roofline"]["execution"] == "eager"
     assert rtx.decode_timing(16, 2, 512.0).draft_s > ours.decode_timing(16, 2, 512.0).draft_s
     assert rtx.step_time_s(16, 2, 512.0) > ours.step_time_s(16, 2, 512.0)
-    r = simulate(load_trace("burst"), a100, "fixed:1")
-    assert r.extra["capped_requests"] > 0
+    # A request longer than the pinned context window never runs: refused, or skipped.
+    with pytest.raises(NightjarInputError, match="longer than profile a100-80gb-paper"):
+        simulate(load_trace("burst"), a100, "fixed:1")
+    r = simulate(load_trace("burst"), a100, "fixed:1", on_unfit=OnUnfit.SKIP)
+    assert r.extra["rejected_requests"] > 0
     assert all(q.prompt_tokens + q.output_tokens <= 2048 for q in r.requests)
 
 

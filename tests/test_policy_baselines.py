@@ -50,7 +50,7 @@ def test_dsd_kv_guard_and_profile_requirement() -> None:
     assert pol.decide(_ctx(1, waiting=3)) == 0
     assert pol.decide(_ctx(1, free=10)) == 0
     assert pol.decide(_ctx(1)) > 0
-    with pytest.raises(NightjarInputError, match="needs a latency profile"):
+    with pytest.raises(NightjarInputError, match="plans with a latency table"):
         make_policy("dsd", PolicyEnv())
 
 

@@ -248,7 +248,7 @@ def test_cli_roofline_writes_and_refuses_overwrite(
     p = load_profile(str(out))
     assert p.source == "calibrated-roofline" and p.command.endswith(f"--out {out}")
     assert _cli(monkeypatch, *args) == 2
-    assert "refusing to overwrite" in capsys.readouterr().err
+    assert "exists; pass --force to overwrite it" in capsys.readouterr().err
     assert _cli(monkeypatch, *args, "--force") == 0
 
 

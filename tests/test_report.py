@@ -12,8 +12,10 @@ import pytest
 from nightjar.core.records import RequestRecord, RunResult, StepRecord
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
+from nightjar.report.colors import NAMED, policy_colors
+from nightjar.report.fig_decision import constant_gamma, decision_figure
 from nightjar.report.fig_latency import latency_figure
-from nightjar.report.fig_policy import policy_figure
+from nightjar.report.fig_memory import memory_figure, memory_note
 from nightjar.report.fig_time import time_figure
 from nightjar.report.folder import write_all
 from nightjar.report.page import build_page, write_report
@@ -23,7 +25,7 @@ from nightjar.report.series import (
     span_of,
     time_series,
 )
-from nightjar.report.style import WIDTH, policy_colors
+from nightjar.report.style import CONTEXT, WIDTH
 from nightjar.results.run_set import ResultSet
 
 
@@ -143,8 +145,8 @@ def test_report_self_contained_names_policies_and_small(tmp_path: Path) -> None:
         assert spec in text
     assert "A &lt;test&gt;" in text  # the title is escaped
     assert "cumulative regret vs oracle" in text and "Regret % = per-token" in text
-    # bars, latency, regret curves, over time, then one figure per policy
-    assert text.count("Plotly.newPlot(") == 4 + 12
+    # decision, bars, regret curves, memory, latency, over time
+    assert text.count("Plotly.newPlot(") == 6
     size = path.stat().st_size
     # plotly.js itself is ~4.8 MB; twelve long runs add well under 1 MB.
     assert size < 5.8e6, size
@@ -162,18 +164,19 @@ def test_every_figure_fits_the_page_width() -> None:
     figs = [
         latency_figure(runs, colors, results.slo),
         time_figure(runs, series, colors, span),
-        policy_figure(runs[0], series[runs[0].policy], "#000", span_s=span, gamma_max=4,
-                      kv_max=4000.0, batch_top=64),
+        decision_figure(runs, series, colors, span_s=span, gamma_max=4, batch_top=64),
+        memory_figure(runs, series, colors, span_s=span),
     ]
     for fig in figs:
-        assert fig.layout.width <= WIDTH
+        assert fig is not None and fig.layout.width <= WIDTH
     assert len(set(colors.values())) == 12  # one colour per policy, none reused
 
 
-def test_latency_ecdfs_overlay_policies_and_show_the_given_slo() -> None:
+def test_latency_ecdfs_show_the_given_slo_and_a_selector_beyond_four() -> None:
     results = twelve(500, 100)
     runs = results.first_seed()
-    fig = latency_figure(runs, policy_colors([r.policy for r in runs]), Slo(1.5, 0.05))
+    colors = policy_colors([r.policy for r in runs])
+    fig = latency_figure(runs, colors, Slo(1.5, 0.05), focus="nightjar+")
     # One trace per policy in each of the three panels, one legend entry per policy.
     assert len(fig.data) == 3 * len(runs)
     assert {t.xaxis for t in fig.data} == {"x", "x2", "x3"}
@@ -181,6 +184,21 @@ def test_latency_ecdfs_overlay_policies_and_show_the_given_slo() -> None:
     labels = {a.text for a in fig.layout.annotations}
     assert {"SLO 1.5 s", "SLO 50 ms"} <= labels
     assert all(ax.type == "log" for ax in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.xaxis3))
+    # Twelve policies: no spaghetti. Only the chosen one and the oracle are coloured.
+    coloured = {t.name for t in fig.data if t.line.color != CONTEXT}
+    assert coloured == {"nightjar+", "oracle"}
+    menu = fig.layout.updatemenus[0]
+    assert [b.label for b in menu.buttons] == [*[r.policy for r in runs], "all, overlaid"]
+    assert menu.buttons[menu.active].label == "nightjar+"
+    # Choosing another policy colours that one (and the oracle) and greys the rest.
+    pick = next(b for b in menu.buttons if b.label == "dsd").args[0]["line.color"]
+    for trace, color in zip(fig.data, pick, strict=True):
+        assert (color == colors[trace.name]) == (trace.name in ("dsd", "oracle"))
+    # Four policies or fewer are overlaid, each in its colour, with no selector.
+    few = runs[:3] + runs[-1:]
+    small = latency_figure(few, colors, Slo(1.5, 0.05))
+    assert not small.layout.updatemenus
+    assert {t.line.color for t in small.data} == {colors[r.policy] for r in few}
 
 
 def test_arrivals_have_their_own_axis_and_every_axis_a_unit() -> None:
@@ -197,23 +215,75 @@ def test_arrivals_have_their_own_axis_and_every_axis_a_unit() -> None:
         assert fig.layout[name].title.text, name
 
 
-def test_policy_panels_share_their_scales() -> None:
+def test_the_decision_figure_puts_policies_side_by_side_on_shared_axes() -> None:
     results = twelve(500, 100)
     runs = results.first_seed()
+    for run in runs[1:5]:  # fixed:1..4 ran one gamma: nothing to draw for them
+        for step in run.result.steps:
+            step.gamma = int(run.policy[-1])
+    runs[0].result.steps[0].gamma = 0
+    for step in runs[0].result.steps:
+        step.gamma = 0
     span = span_of(results.results)
-    figs = [
-        policy_figure(r, time_series(r.result, span), "#000", span_s=span, gamma_max=4,
-                      kv_max=4000.0, batch_top=64)
-        for r in runs
-    ]
-    # gamma panels on one 0..gamma_max scale; KV panels on one scale; one time axis
-    assert {tuple(f.layout.yaxis.range) for f in figs} == {(-0.2, 4.2)}
-    assert len({tuple(f.layout.yaxis2.range) for f in figs}) == 1
-    assert {tuple(f.layout.xaxis.range) for f in figs} == {(0, span)}
-    # The residency band sits below zero on the KV axis: a band, not a fill.
-    band = figs[0].data[3]
-    assert band.line.width >= 5 and np.nanmax(np.asarray(band.y, dtype=float)) < 0
-    assert all(getattr(t, "fill", None) in (None, "none") for f in figs for t in f.data)
+    series = {r.policy: time_series(r.result, span) for r in runs}
+    colors = policy_colors([r.policy for r in runs])
+    assert [constant_gamma(r) for r in runs[:5]] == [0, 1, 2, 3, 4]
+    fig = decision_figure(runs, series, colors, span_s=span, gamma_max=4, batch_top=64)
+    assert fig is not None
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    shown = [r.policy for r in runs[5:]]
+    assert len(heat) == len(shown) == 7
+    assert {t.coloraxis for t in heat} == {"coloraxis"}  # one colour scale for all
+    # gamma axes on one 0..gamma_max scale, time axes on the trace's span
+    layout = fig.layout.to_plotly_json()
+    gamma_axes = [v for k, v in layout.items() if k.startswith("yaxis")
+                  and v.get("title", {}).get("text") == "gamma"]
+    assert gamma_axes and {tuple(v["range"]) for v in gamma_axes} <= {(-0.5, 4.5), (-0.2, 4.2)}
+    time_axes = [v for k, v in layout.items() if k.startswith("xaxis")
+                 and v.get("title", {}).get("text") == "time (s)"]
+    assert len(time_axes) == len(shown) and {tuple(v["range"]) for v in time_axes} == {(0, span)}
+    # The oracle's mean gamma is the dashed reference in every other policy's panel.
+    dashed = [t for t in fig.data if t.type == "scatter" and t.line.dash == "dash"]
+    assert len(dashed) == len(shown) - 1
+    # Each policy's own line is in its colour; the load behind it is the same grey.
+    means = [t for t in fig.data if t.type == "scatter" and t.mode == "lines+markers"]
+    assert [t.line.color for t in means] == [colors[p] for p in shown]
+    assert fig.layout.width <= WIDTH
+
+
+def test_the_memory_timeline_shows_only_runs_that_moved_their_draft() -> None:
+    results = twelve(300, 50)
+    runs = results.first_seed()
+    for run in runs[:-2]:
+        for step in run.result.steps:
+            step.draft_state = "resident"
+    span = span_of(results.results)
+    series = {r.policy: time_series(r.result, span) for r in runs}
+    colors = policy_colors([r.policy for r in runs])
+    fig = memory_figure(runs, series, colors, span_s=span)
+    assert fig is not None
+    titles = " ".join(a.text for a in fig.layout.annotations)
+    assert runs[-2].policy in titles and "oracle" in titles and "nospec" not in titles
+    # The residency bar sits below zero on the KV axis: a band, not a fill.
+    bands = [t for t in fig.data if t.line.width == 6]
+    assert len(bands) == 2 and all(np.nanmax(np.asarray(b.y, dtype=float)) < 0 for b in bands)
+    for run in runs:
+        for step in run.result.steps:
+            step.draft_state = "resident"
+    assert memory_figure(runs, series, colors, span_s=span) is None
+    assert "--offload on" in memory_note(False)
+    assert "although elastic draft memory was on" in memory_note(True)
+
+
+def test_colours_are_fixed_by_policy_name() -> None:
+    alone = policy_colors(["nightjar+"])
+    crowd = policy_colors(["nospec", "fixed:3", "dsd", "nightjar+", "oracle"])
+    assert alone["nightjar+"] == crowd["nightjar+"] == NAMED["nightjar+"]
+    # A variant takes its base's colour unless the base is drawn beside it.
+    assert policy_colors(["nightjar+:slo"])["nightjar+:slo"] == NAMED["nightjar+"]
+    both = policy_colors(["nightjar+", "nightjar+:slo", "fixed:9", "my-policy"])
+    assert len(set(both.values())) == 4
+    assert both == policy_colors(["nightjar+", "nightjar+:slo", "fixed:9", "my-policy"])
 
 
 def test_report_without_oracle_and_empty_input(tmp_path: Path) -> None:
@@ -225,6 +295,11 @@ def test_report_without_oracle_and_empty_input(tmp_path: Path) -> None:
     # The engine's gamma_max sets the gamma axes even when no run went that high.
     wide = ResultSet.build([run], gamma_max=6)
     assert '"range":[-0.2,6.2]' in build_page(wide).replace(" ", "")
+    # A run whose draft never moved gets a note instead of the memory timeline.
+    for step in run.steps:
+        step.draft_state = "resident"
+    quiet = build_page(ResultSet.build([run], offload=False))
+    assert "elastic draft memory was off" in quiet
     # A run that never stepped (e.g. an empty live replay) still gets its page.
     empty = RunResult("nospec", "live", "t", "p", 0, 0.0)
     assert "nospec" in build_page(ResultSet.build([empty]))

@@ -3,6 +3,7 @@ an error, and at 1280 px the page never scrolls sideways, with twelve policies."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_renders_every_figure_without_errors_at_1280(report: Path) -> None:
     page = load(report, width=1280)
     assert page.console == []
-    assert len(page.rendered) == 4 + 12  # comparison, latency, regret, time + per policy
+    # decision, comparison, regret, memory, latency, time: one figure each, whatever the
+    # number of policies (small multiples and selectors, not one figure per policy)
+    assert len(page.rendered) == 6
     assert all(page.rendered.values()), [k for k, ok in page.rendered.items() if not ok]
     assert page.scroll_width is not None and page.scroll_width <= 1280
 
@@ -44,8 +47,32 @@ def test_a_simulated_run_renders_too(tmp_path: Path) -> None:
         load_trace("steady_low"), load_profile(DEFAULT_PROFILE),
         ["nospec", "nightjar", "oracle"], SimConfig(seed=0),
     )
-    path = write_report(ResultSet.build(runs, title="steady_low"), tmp_path / "report.html")
+    path = write_report(ResultSet.build(runs, title="steady_low", offload=False),
+                        tmp_path / "report.html")
     page = load(path, width=1280)
     assert page.console == []
-    assert len(page.rendered) == 4 + 3 and all(page.rendered.values())
+    # decision, comparison, regret, latency, time; no draft moved: a note, no timeline
+    assert len(page.rendered) == 5 and all(page.rendered.values())
+    assert "elastic draft memory was off" in page.dom
+    assert page.scroll_width is not None and page.scroll_width <= 1280
+
+
+def test_offloading_runs_draw_the_memory_timeline_after_the_decision(tmp_path: Path) -> None:
+    # A load that fills the RTX 4090's pool, then leaves it: the controller offloads.
+    from nightjar.trace.model import Trace
+
+    trace = Trace.from_segments([(2, 20), (40, 25, 0.5), (1, 25)], seed=4, name="spike")
+    runs = simulate_many(
+        trace, load_profile("rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"),
+        ["nospec", "fixed:1", "nightjar+", "oracle"], SimConfig(seed=0, offload=True),
+    )
+    assert any(r.extra["offloads"] > 0 for r in runs)
+    path = write_report(ResultSet.build(runs, title="spike", offload=True),
+                        tmp_path / "report.html")
+    page = load(path, width=1280)
+    assert page.console == [] and all(page.rendered.values())
+    assert len(page.rendered) == 6
+    heads = re.findall(r"<h2>([^<]+)</h2>", page.dom)
+    assert heads[:3] == ["Summary", "How each policy chose gamma", "Comparison"]
+    assert "Draft memory" in heads and "KV blocks (coloured: used" in page.dom
     assert page.scroll_width is not None and page.scroll_width <= 1280

@@ -129,7 +129,7 @@ def test_sweep_cells_and_the_api_build_the_same_simulator_config() -> None:
         ({"reload": "migrate"}, "reload migrate needs offload on"),
         ({"policies": "nospec"}, "policies must be policy specs"),
         ({"max_model_len": 0}, "max_model_len must be >= 1"),
-        ({"slo_ttft": -1.0}, "TTFT SLO must be a finite number"),
+        ({"slo_ttft": -1.0}, "slo_ttft must be > 0"),
         ({"warp": 1}, "unknown setting 'warp'"),
     ],
 )

@@ -19,7 +19,6 @@ import nightjar
 from nightjar.cli import main
 from nightjar.core.slo import Slo
 from nightjar.results.metrics import Stat, Summary
-from nightjar.sweep.cell import scale_rate
 from nightjar.trace.model import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,11 +108,11 @@ def test_cell_at_seed_0_is_the_run_nightjar_sim_makes() -> None:
 
 def test_rate_scale_and_seeds() -> None:
     trace = load_trace("alpaca-burst")
-    fast = scale_rate(trace, 2.0)
+    fast = trace.rate_scaled(2.0)
     np.testing.assert_allclose(fast.arrival_s, trace.arrival_s / 2)
     assert fast.duration_s == pytest.approx(trace.duration_s / 2)
     np.testing.assert_array_equal(fast.output_tokens, trace.output_tokens)
-    assert scale_rate(trace, 1.0) is trace
+    assert trace.rate_scaled(1.0) is trace
 
 
 def test_larger_grid_in_the_same_folder_computes_only_new_cells(tmp_path: Path) -> None:
@@ -159,19 +158,19 @@ def test_config_file_is_copied_and_flags_override_it(
     ("toml", "flags", "message"),
     [
         ("polcy = ['nospec']\n", [], "unknown key 'polcy' (did you mean 'policy'?)"),
-        ("rate_scale = []\n", [], "empty grid: rate_scale has no values"),
-        ("", ["--seeds", "0"], "empty grid: seeds has no values"),
-        ("", ["--rate-scale", "0"], "bad rate_scale 0.0"),
-        ("", ["--rate-scale", "1,-2"], "bad rate_scale -2.0"),
+        ("rate_scale = []\n", [], "rate_scale: empty grid: no values"),
+        ("", ["--seeds", "0"], "--seeds must be >= 1"),
+        ("", ["--rate-scale", "0"], "--rate-scale 0.0: must be a finite number > 0"),
+        ("", ["--rate-scale", "1,-2"], "--rate-scale -2.0"),
         ("", ["--rate-scale", "fast"], "--rate-scale: bad value 'fast'"),
-        ("", ["--rate-scale", "inf"], "bad rate_scale inf"),
+        ("", ["--rate-scale", "inf"], "--rate-scale inf"),
         ("", ["--rate-scale", "1,,2"], "empty item"),
-        ("rate_scale = ['x']\n", [], "bad rate_scale 'x'"),
-        ("", ["--offload", "maybe"], "bad offload 'maybe'"),
+        ("rate_scale = ['x']\n", [], "rate_scale 'x'"),
+        ("", ["--offload", "maybe"], "--offload 'maybe': choose from off, on"),
         ("", ["--policy", "warp:9"], "unknown policy 'warp:9'"),
-        ("", ["--gamma-max", "9"], "gamma_max 9 exceeds profile"),
+        ("", ["--gamma-max", "9"], "--gamma-max 9 exceeds profile"),
         ("", ["--trace", "nope"], "trace 'nope' not found"),
-        ("slo_tpot = -1\n", [], "TPOT SLO must be"),
+        ("slo_tpot = -1\n", [], "slo_tpot -1: must be a finite number of seconds > 0"),
         ("seeds = [1, 1]\n", [], "seeds lists a value twice"),
         ("[sweep\n", [], "malformed TOML"),
     ],

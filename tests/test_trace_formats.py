@@ -85,8 +85,8 @@ def test_vllm_jsonl_lengths_and_arrivals(tmp_path: Path) -> None:
         ("vllm", "d.jsonl", '{"prompt": "a"}\n{"prompt": \n', "line 2: malformed JSON"),
         ("vllm", "d.jsonl", '{"text": "a"}\n', "line 1: expected an object with a 'prompt'"),
         ("vllm", "d.jsonl", '{"prompt": "a", "output_tokens": 0}\n',
-         "line 1: output_tokens must be an integer >= 1"),
-        ("vllm", "d.jsonl", "", "cannot read dataset"),
+         "line 1: output_tokens must be an integer in 1.."),
+        ("vllm", "d.jsonl", "", "not UTF-8 text"),
     ],
 )
 def test_malformed_files_are_one_line_exit_2(
@@ -94,7 +94,7 @@ def test_malformed_files_are_one_line_exit_2(
     message: str,
 ) -> None:
     path = tmp_path / name
-    if kind == "vllm" and message == "cannot read dataset":
+    if kind == "vllm" and message == "not UTF-8 text":
         path.write_bytes(b"\xff\xfe\x00")
     else:
         path.write_text(text)

@@ -193,10 +193,18 @@ def add_parser(sub: Any) -> None:
         help="KV blocks the draft stands for (default: its weight bytes)",
     )
     p.add_argument(
+        "--rate-scale",
+        type=float,
+        default=None,
+        metavar="S",
+        help="multiply the trace's request rate by S: arrival times divided by S (10 replays"
+        " ten times faster; default 1), as nightjar sim and sweep",
+    )
+    p.add_argument(
         "--time-scale",
         type=float,
-        default=1.0,
-        help="multiply trace times by this (0.1 replays ten times faster)",
+        default=None,
+        help="deprecated: multiply arrival times by T, the same as --rate-scale 1/T",
     )
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
     p.add_argument("--max-model-len", type=int, default=LIVE_MAX_MODEL_LEN,
@@ -397,8 +405,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if value < 1:
             raise NightjarInputError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
-    if not args.time_scale > 0:
-        raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
+    args.rate_scale = rate_scale_of(args)  # also reads the deprecated --time-scale
     if args.tensor_parallel_size < 1:
         raise NightjarInputError(
             f"--tensor-parallel-size must be >= 1, got {args.tensor_parallel_size}"
@@ -438,7 +445,10 @@ def _drafter(args: argparse.Namespace, target: str) -> tuple[str, str | None, An
     if draft is not None and choice.method == DRAFT_MODEL and not _method_given(args):
         method = detect_method(draft)  # vLLM detects an EAGLE head the same way
     check_method(method)
-    if drafter_kind(method).needs_model or draft is not None or method == "mtp":
+    # No drafter named and none found: a nospec-only run needs none;
+    # _check_drafter_present refuses the policies that would speculate.
+    named = choice.explicit and drafter_kind(method).needs_model
+    if named or draft is not None or method == "mtp":
         check_fit(method, target, draft)
     return method, draft, choice
 
@@ -486,7 +496,7 @@ def _check_memory_flags(args: argparse.Namespace, method: str, memory: Any) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.live.models import read_config, resolve_model
+    from nightjar.live.models import resolve_model, vocab_size
     from nightjar.live.settings import LiveSettings
     from nightjar.live.version import check_vllm_version
     from nightjar.policies.registry import expand_specs
@@ -514,7 +524,9 @@ def run(args: argparse.Namespace) -> int:
     target = resolve_model(args.model, "model")
     method, draft, choice = _drafter(args, target)
     _check_memory_flags(args, method, memory)
-    vocab = int(read_config(target).get("vocab_size") or 32000)
+    # Synthetic prompt ids come from the target's vocabulary (a drafter's own was
+    # checked against it by _drafter).
+    vocab = vocab_size(target) or 32000
     default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, gamma_max)
@@ -579,11 +591,16 @@ def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: lis
     from nightjar.results.write import prepare_out_dir
     from nightjar.trace.model import load_trace
 
-    trace = load_trace(args.trace)
+    trace = load_trace(args.trace).rate_scaled(args.rate_scale)
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
+    ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
+    if ids and max(ids) >= engine.vocab:
+        raise NightjarInputError(
+            f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
+            f"vocabulary ({engine.vocab} tokens)")
     out = args.out or default_out_dir(f"live-{trace.name}")
-    prepare_out_dir(out, args.force)
+    prepare_out_dir(out, args.force, replace=args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.plugins.engine import prepare_env
 
@@ -604,7 +621,7 @@ def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: lis
                 result, _ = replay(
                     trace,
                     _engine_spec(args, engine, settings),
-                    ReplayOptions(args.time_scale, engine.vocab, args.seed),
+                    ReplayOptions(engine.vocab, args.seed),
                     progress=functools.partial(_advance, bar, label),
                 )
                 facts.append(_engine_facts(step_log))
@@ -617,7 +634,7 @@ def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: lis
     # No oracle on vLLM (UNSUPPORTED), so no regrets.
     result_set = ResultSet.build(
         results, title=title, oracle_policy=None, gamma_max=engine.gamma_max,
-        slo=slo_from_args(args),
+        slo=slo_from_args(args), offload=args.offload == "on",
     )
     Console().print(summary_table(result_set.summaries, None, title=title))
     for line in off_grid_lines(results):
@@ -640,6 +657,26 @@ def _engine_facts(step_log: Path) -> dict[str, Any]:
     start = next((e for e in read_log(step_log).events if e.get("event") == "start"), {})
     engine: dict[str, Any] = dict(start.get("engine") or {})
     return engine
+
+
+def rate_scale_of(args: argparse.Namespace) -> float:
+    """``--rate-scale`` (one meaning on every command: it multiplies the request rate),
+    or the deprecated ``--time-scale T`` as its inverse 1/T."""
+    import math
+    import warnings
+
+    if args.time_scale is not None:
+        if args.rate_scale is not None:
+            raise NightjarInputError("give --rate-scale or --time-scale (deprecated), not both")
+        if not (math.isfinite(args.time_scale) and args.time_scale > 0):
+            raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
+        warnings.warn("--time-scale T is deprecated: use --rate-scale 1/T", FutureWarning,
+                      stacklevel=1)
+        return 1.0 / float(args.time_scale)
+    scale = 1.0 if args.rate_scale is None else float(args.rate_scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise NightjarInputError(f"--rate-scale must be a finite number > 0, got {scale}")
+    return scale
 
 
 def _advance(bar: Any, label: str, done: int) -> None:

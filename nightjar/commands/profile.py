@@ -36,6 +36,8 @@ def add_parser(sub: Any) -> None:
     )
     mode.add_argument("--list", action="store_true", help="list GPUs, models and profiles")
     mode.add_argument("--show", metavar="NAME", help="summarise a profile (name or path)")
+    mode.add_argument("--schema", action="store_true",
+                      help="print the profile format's JSON Schema (for editors)")
     p.add_argument("--gpu", help="GPU name for --roofline (see --list)")
     p.add_argument(
         "--model",
@@ -147,6 +149,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
+    if args.schema:
+        from nightjar.schemas import schema_text
+
+        print(schema_text("profile"), end="")
+        return 0
     if args.show:
         return _show(args.show, args.context)
     if args.roofline:
@@ -188,6 +195,7 @@ def _roofline(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from nightjar.profile.model import Profile
+    from nightjar.results.outdir import check_out_file, write_out_file
     from nightjar.roofline.model import (
         VERIFY_ATTENTION,
         Deployment,
@@ -237,19 +245,14 @@ def _roofline(args: argparse.Namespace) -> int:
     label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
     dname = draft.name if draft is not None else kind
     out = Path(args.out) if args.out else Path(f"{label}__{target.name}+{dname}.json")
-    if out.exists() and not out.is_file():  # a FIFO would block the write forever
-        raise NightjarInputError(f"cannot write {out}: it exists and is not a regular file")
-    if out.exists() and not args.force:
-        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
+    real = check_out_file(out, args.force, inputs=[
+        x for x in (args.gpu_spec, args.model_config, args.draft_config) if x])
     data = build_profile(
         gpu, target, draft, _command(args), params, args.activation_reserve_bytes, deployment, tp,
         drafter=kind,
     )
     profile = Profile.from_json(data, str(out))  # validate before writing
-    try:
-        out.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise NightjarInputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_out_file(real, json.dumps(data, separators=(",", ":")) + "\n", out)
     mem = profile.memory
     print(
         f"wrote {out}: {profile.name} (roofline), KV blocks {mem.kv_blocks(False)} without "
@@ -365,11 +368,6 @@ def _show(name: str, context: float) -> int:
             table.add_row(str(b), *[f"{p.step_time_s(b, g, context) * 1e3:.2f}" for g in gammas])
     console = Console()
     console.print(table)
-    from nightjar.profile.check import warning
-
-    check = warning(p.to_json())
-    if check:
-        console.print(check, markup=False)
     mem = p.memory
     with_d, without = mem.kv_blocks(True), mem.kv_blocks(False)
     share = 1 - with_d / without if without else 0.0

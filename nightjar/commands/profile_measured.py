@@ -69,10 +69,9 @@ def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
 def _prompts(path: str | None) -> tuple[str, ...]:
     if not path:
         return ()
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise NightjarInputError(f"--prompts {path}: cannot read ({exc.strerror or exc})") from None
+    from nightjar.reading import as_path, read_text
+
+    lines = read_text(as_path(path, "--prompts"), f"--prompts {path}").splitlines()
     texts = tuple(line for line in lines if line.strip())
     if not texts:
         raise NightjarInputError(f"--prompts {path}: no prompts (one per line)")
@@ -145,12 +144,14 @@ def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, max_position, read_config, resolve_model
     from nightjar.live.version import check_vllm_version
     from nightjar.profile.model import Profile
+    from nightjar.results.outdir import check_out_file, write_out_file
 
     out = Path(args.out) if args.out else None
     if out is None:
         raise NightjarInputError("measured profiling needs --out FILE")
-    if out.exists() and not args.force:
-        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
+    # Checked before any engine starts: never a FIFO, a folder or one of the inputs.
+    real = check_out_file(out, args.force, inputs=[
+        x for x in (args.add_mixed_to, args.prompts) if x])
     if not out.parent.is_dir():
         raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
     if not args.kv_cache_gb > 0:
@@ -218,12 +219,8 @@ def run_measured(args: argparse.Namespace) -> int:
                 data = _with_mixed(base, plan, measure_mixed(plan, decode_ms, bar.print))
     print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
-    if out.exists() and not args.force:  # appeared while we measured
-        raise NightjarInputError(f"refusing to overwrite {out} (use --force)")
-    try:
-        out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise NightjarInputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    check_out_file(out, args.force)  # something may have appeared there while we measured
+    write_out_file(real, json.dumps(data, indent=1) + "\n", out)
     b, g = profile.max_batch_size, profile.gamma_max
     c = profile.min_context_len
     print(

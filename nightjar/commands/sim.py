@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.sim.servable import Fit, OnUnfit
     from nightjar.trace.model import Trace
 
+# More repeats than this is a typo: each seed reruns every policy.
+MAX_SEEDS = 10_000
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="simulate policies over a trace", description=__doc__)
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
@@ -81,22 +85,22 @@ class _Plan:
 def _plan(args: argparse.Namespace) -> _Plan:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
     from nightjar.profile.model import load_profile
-    from nightjar.sim import OnUnfit, check_policies, fit_or_refuse
+    from nightjar.sim import OnUnfit, check_policies, servable
     from nightjar.trace.model import load_trace
 
-    if args.seeds < 1:
-        raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise NightjarInputError(f"--seeds must be in 1..{MAX_SEEDS}, got {args.seeds}")
     config = run_config(args)
     if config.seed > MAX_SEED - args.seeds + 1:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}")
-    trace = load_trace(args.trace)
+    trace = load_trace(args.trace).rate_scaled(config.rate_scale)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
     config.check_profile(profile, flag_of)
     runs = config.specs()
     cfg = config.sim_config()
     check_policies(runs, trace, profile, cfg)
     on_unfit = OnUnfit(config.on_unfit)
-    fit = fit_or_refuse(trace, profile, cfg, on_unfit)
+    fit = servable(trace, profile, cfg, on_unfit)
     return _Plan(trace, profile, config, cfg, runs, on_unfit, fit)
 
 
@@ -115,12 +119,14 @@ def _simulate(
             trace, plan.profile, plan.runs, cfg, progress=bar.update, on_unfit=plan.on_unfit,
             prior=plan.config.prior,
         )
-    return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo)
+    return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo,
+                           offload=plan.config.offload)
 
 
 def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
     prior = "" if args.prior == "exact" else f", prior {args.prior}"
-    return f"{trace.name} on {profile.name} ({len(trace)} requests, {seeds}{prior})"
+    rate = "" if args.rate_scale == 1.0 else f", rate x{args.rate_scale:g}"
+    return f"{trace.name} on {profile.name} ({len(trace)} requests, {seeds}{rate}{prior})"
 
 
 def _one_seed(
@@ -160,7 +166,8 @@ def _many_seeds(
     rows = []
     last = args.seed + args.seeds - 1
     for seed in range(args.seed, last + 1):
-        trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed)
+        trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed).rate_scaled(
+            plan.config.rate_scale)
         cfg_s = dataclasses.replace(plan.cfg, seed=seed)
         title = _title(args, trace_s, plan.profile, f"seed {seed}")
         result_set = _simulate(args, plan, trace_s, cfg_s, title, slo)
@@ -171,7 +178,7 @@ def _many_seeds(
             fmt=args.format,
         )
     agg = aggregate(rows)
-    write_seed_files(rows, agg, out)
+    write_seed_files(rows, agg, out, args.format)
     title = _title(args, plan.trace, plan.profile, f"seeds {args.seed}..{last}, mean ± 95% CI")
     console.print(interval_table(agg, title=title))
     for key in ("throughput_tok_s", "e2e_s_mean"):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nightjar.commands.trace_files import check_format, write_json, write_trace
 from nightjar.errors import NightjarInputError
 from nightjar.trace.importers import import_azure_csv, import_sharegpt, local_tokenizer_counter
 from nightjar.trace.model import (
@@ -18,7 +18,6 @@ from nightjar.trace.model import (
     interarrival_cv,
     load_trace,
     materialize,
-    trace_to_json,
 )
 from nightjar.trace.schema import FORMAT_VERSION, parse_trace_json
 
@@ -38,7 +37,9 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--name", help="trace name (default: the output file's stem)")
     g.add_argument("--generative", action="store_true",
                    help="write the segments spec instead of the materialized requests")
-    g.add_argument("--out", required=True, help="output JSON file")
+    g.add_argument("--out", required=True, help="output file")
+    g.add_argument("--format", choices=["json", "parquet"], default="json",
+                   help="json (default) or parquet (columnar, needs pyarrow; not --generative)")
     g.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     g.set_defaults(trace_func=run_gen)
 
@@ -70,7 +71,12 @@ def add_parser(sub: Any) -> None:
 
     for q in (az, sg, *trace_io.add_import_parsers(isub)):
         q.add_argument("--workload", default="sharegpt", help="workload for acceptance")
-        q.add_argument("--out", required=True, help="output JSON file")
+        q.add_argument("--rate-scale", type=float, default=1.0, metavar="S",
+                       help="multiply the request rate by S (arrival times divided by S)")
+        q.add_argument("--out", required=True, help="output file")
+        q.add_argument("--format", choices=["json", "parquet"], default="json",
+                       help="json (default) or parquet (columnar: a few bytes a request;"
+                       " needs pyarrow)")
         q.add_argument("--force", action="store_true", help="overwrite --out if it exists")
         q.add_argument("--name", help="trace name (default: the input file's stem)")
     imp.set_defaults(trace_func=run_import)
@@ -101,29 +107,15 @@ def parse_segments(text: str, burstiness: float) -> list[dict[str, float]]:
     return segs
 
 
-def dumps_trace(obj: dict[str, Any]) -> str:
-    """JSON with one request or segment per line: diff-able and still compact."""
-    head = {k: v for k, v in obj.items() if k not in ("requests", "segments")}
-    key = "requests" if "requests" in obj else "segments"
-    lines = [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
-    items = ",\n".join(f"    {json.dumps(r, ensure_ascii=False)}" for r in obj[key])
-    return "{\n" + "\n".join(lines) + f'\n  "{key}": [\n{items}\n  ]\n}}\n'
+def _out(args: argparse.Namespace, *inputs: str) -> Path:
+    """``--out`` resolved and checked before any work (never a FIFO, a folder, an input)."""
+    from nightjar.results.outdir import check_out_file
 
-
-def _write(path_str: str, obj: dict[str, Any], force: bool) -> Path:
-    path = Path(path_str)
-    if path.exists() and not path.is_file():  # a FIFO would block the write forever
-        raise NightjarInputError(f"cannot write {path}: it exists and is not a regular file")
-    if path.exists() and not force:
-        raise NightjarInputError(f"{path} exists; pass --force to overwrite it")
-    try:
-        path.write_text(dumps_trace(obj), encoding="utf-8")
-    except OSError as exc:
-        raise NightjarInputError(f"cannot write {path}: {exc}") from None
-    return path
+    return check_out_file(args.out, args.force, inputs=inputs)
 
 
 def run_gen(args: argparse.Namespace) -> int:
+    real = _out(args)
     if args.segments:
         if args.rate is not None or args.duration is not None:
             raise NightjarInputError("give either --segments or --rate/--duration, not both")
@@ -139,9 +131,14 @@ def run_gen(args: argparse.Namespace) -> int:
         "description": f"nightjar trace gen --segments {_fmt_segments(segments)}",
         "workload": args.workload, "segments": segments,
     }
+    if args.generative and args.format == "parquet":
+        raise NightjarInputError("--generative writes a JSON segments spec; drop --format parquet")
+    check_format(args.format)
     # Validate (and materialize) even in --generative mode so bad flags fail here.
     trace = materialize(parse_trace_json(spec_obj, "trace gen", name))
-    out = _write(args.out, spec_obj if args.generative else trace_to_json(trace), args.force)
+    shown = Path(args.out)
+    out = (write_json(real, shown, spec_obj) if args.generative
+           else write_trace(real, shown, trace, args.format))
     print(f"wrote {out}: {len(trace)} requests over {trace.duration_s:.1f} s")
     return 0
 
@@ -153,6 +150,10 @@ def _fmt_segments(segs: list[dict[str, float]]) -> str:
 def run_import(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise NightjarInputError(f"--limit must be >= 1 (got {args.limit})")
+    if not (math.isfinite(args.rate_scale) and args.rate_scale > 0):
+        raise NightjarInputError(f"--rate-scale must be a finite number > 0, got {args.rate_scale}")
+    check_format(args.format)
+    real = _out(args, args.file)  # before reading a file of millions of rows
     from nightjar.commands.trace_io import import_other
 
     other = import_other(args)
@@ -174,7 +175,8 @@ def run_import(args: argparse.Namespace) -> int:
                                      keep_prompts=not args.no_prompts, name=args.name, **kw)
         if counter is None:
             print("lengths estimated from text (no tokenizer given)")
-    out = _write(args.out, trace_to_json(trace), args.force)
+    trace = trace.rate_scaled(args.rate_scale)
+    out = write_trace(real, Path(args.out), trace, args.format)
     skipped = f"; skipped {rep.skipped} ({rep.reason})" if rep.skipped else ""
     print(f"wrote {out}: {rep.kept} requests over {trace.duration_s:.1f} s{skipped}")
     return 0

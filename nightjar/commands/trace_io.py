@@ -16,9 +16,16 @@ from nightjar.errors import NightjarInputError
 
 def add_import_parsers(isub: Any) -> list[Any]:
     """The extra ``trace import`` kinds; returns their parsers for the shared flags."""
-    vi = isub.add_parser("vidur", help="Vidur request CSV (arrived_at,num_prefill_tokens,...)")
+    vi = isub.add_parser("vidur", help="Vidur request CSV (arrived_at,num_prefill_tokens,...;"
+                         " arrived_at optional)")
     vi.add_argument("file", metavar="FILE.csv")
     vi.add_argument("--limit", type=int, help="keep at most N requests")
+    vi.add_argument("--rate", type=float, default=None,
+                    help="generate arrivals at R req/s (default: arrived_at; a file without"
+                    " it: inf, all at time 0)")
+    vi.add_argument("--burstiness", type=float, default=1.0,
+                    help="gamma shape of generated arrivals (1 Poisson)")
+    vi.add_argument("--seed", type=int, default=0, help="seed of generated arrivals")
     bg = isub.add_parser("burstgpt", help="BurstGPT CSV (Timestamp,Model,Request tokens,...)")
     bg.add_argument("file", metavar="FILE.csv")
     bg.add_argument("--limit", type=int, help="keep at most N requests")
@@ -44,12 +51,15 @@ def add_parsers(tsub: Any) -> None:
     ls.set_defaults(trace_func=run_list)
     ex = tsub.add_parser("export", help="write a trace in another tool's format")
     ex.add_argument("trace", metavar="NAME_OR_PATH")
-    ex.add_argument("--format", choices=["vidur"], default="vidur",
-                    help="vidur: Vidur's request CSV (arrived_at,num_prefill_tokens,...)")
+    ex.add_argument("--format", choices=["vidur", "json", "parquet"], default="vidur",
+                    help="vidur: Vidur's request CSV (arrived_at,num_prefill_tokens,...);"
+                    " json / parquet: nightjar's explicit trace formats")
     ex.add_argument("--seed", type=int, help="override a generative trace's seed")
     ex.add_argument("--out", required=True, help="output file")
     ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     ex.set_defaults(trace_func=run_export)
+    sc = tsub.add_parser("schema", help="print the trace format's JSON Schema (for editors)")
+    sc.set_defaults(trace_func=run_schema)
 
 
 def import_other(args: argparse.Namespace) -> Any:
@@ -58,7 +68,8 @@ def import_other(args: argparse.Namespace) -> Any:
 
     if args.import_kind == "vidur":
         return import_vidur_csv(args.file, limit=args.limit, workload=args.workload,
-                                name=args.name)
+                                name=args.name, rate_rps=args.rate,
+                                burstiness=args.burstiness, seed=args.seed)
     if args.import_kind == "burstgpt":
         if args.start < 0 or (args.duration is not None and args.duration <= 0):
             raise NightjarInputError("--start must be >= 0 and --duration > 0")
@@ -99,14 +110,27 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_export(args: argparse.Namespace) -> int:
-    from nightjar.trace.model import load_trace
-    from nightjar.trace.tool_formats import export_vidur_csv
+def run_schema(args: argparse.Namespace) -> int:
+    from nightjar.schemas import schema_text
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise NightjarInputError(f"{out} exists; pass --force to overwrite it")
+    print(schema_text("trace"), end="")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from nightjar.commands.trace_files import check_format, write_trace
+    from nightjar.results.outdir import check_out_file, write_out_file
+    from nightjar.trace.model import load_trace
+    from nightjar.trace.tool_formats import vidur_csv
+
+    if args.format != "vidur":
+        check_format(args.format)
+    out = check_out_file(args.out, args.force, inputs=[args.trace])
     trace = load_trace(args.trace, seed=args.seed)
-    export_vidur_csv(trace, out)
-    print(f"wrote {out}: {len(trace)} requests as a Vidur request CSV")
+    if args.format != "vidur":
+        write_trace(out, Path(args.out), trace, args.format)
+        print(f"wrote {args.out}: {len(trace)} requests as a {args.format} trace")
+        return 0
+    write_out_file(out, vidur_csv(trace), Path(args.out))
+    print(f"wrote {args.out}: {len(trace)} requests as a Vidur request CSV")
     return 0

@@ -46,9 +46,9 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nightjar.profile.model import load_profile
-    from nightjar.results.outdir import staged_out_dir
+    from nightjar.results.outdir import check_out_dir, staged_out_dir
     from nightjar.results.read import load_runs
-    from nightjar.sim import simulate
+    from nightjar.sim import servable, simulate
     from nightjar.validate import (
         agreement,
         compare_summaries,
@@ -57,22 +57,22 @@ def run(args: argparse.Namespace) -> int:
         trace_of,
     )
 
+    # Every input before any output: the settings, the profile, the runs, --out.
     config = run_config(args, only=LIVE_RUN_FIELDS)
+    profile = load_profile(args.profile)
+    config.check_profile(profile, flag_of)
+    cfg = config.sim_config()
     runs = [run for folder in args.live_run for run in load_runs(folder)]
+    for live in runs:  # a request the profile's pool can never hold fails here, not later
+        servable(trace_of(live), profile, cfg)
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
     for live in runs:
         if live.engine != "live":
             Console(stderr=True).print(
                 f"note: the {live.policy} run was written by the {live.engine} engine"
             )
-    profile = load_profile(args.profile)
-    config.check_profile(profile, flag_of)
-    cfg = config.sim_config()
     console = Console()
-    from nightjar.profile.check import warning
-
-    check = warning(profile.to_json())
-    if check:
-        console.print(check, markup=False)
     if args.max_num_seqs > profile.max_batch_size:
         console.print(f"note: the profile's largest batch is {profile.max_batch_size}; the "
                       f"simulator runs at most that many requests (live: {args.max_num_seqs})")

@@ -67,10 +67,31 @@ class RunResult:
     extra: dict[str, float] = field(default_factory=dict)
 
     def requests_frame(self) -> pd.DataFrame:
-        return _frame(self.requests, RequestRecord)
+        """One row per request: the record's fields, then the latencies derived from
+        them (``ttft_s``, ``e2e_s``, ``tpot_s``; NaN where undefined, see
+        :func:`with_latencies`)."""
+        return with_latencies(_frame(self.requests, RequestRecord))
 
     def steps_frame(self) -> pd.DataFrame:
         return _frame(self.steps, StepRecord)
+
+
+def with_latencies(requests: pd.DataFrame) -> pd.DataFrame:
+    """``requests`` with ``ttft_s`` = first token - arrival, ``e2e_s`` = finish - arrival
+    and ``tpot_s`` = (finish - first token) / (output tokens - 1), NaN for a 1-token
+    output or an unfinished request (docs/outputs.md)."""
+    import numpy as np
+
+    out = requests.copy()
+    out["ttft_s"] = out["first_token_s"] - out["arrival_s"]
+    out["e2e_s"] = out["finish_s"] - out["arrival_s"]
+    multi = out["output_tokens"] > 1
+    out["tpot_s"] = np.where(
+        multi,
+        (out["finish_s"] - out["first_token_s"]) / (out["output_tokens"] - 1).clip(lower=1),
+        np.nan,
+    )
+    return out
 
 
 def _frame(rows: list[RequestRecord] | list[StepRecord], cls: type) -> pd.DataFrame:

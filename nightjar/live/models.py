@@ -7,7 +7,6 @@ is not on disk gets a one-line error saying so.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +70,20 @@ def default_draft(model_arg: str) -> str | None:
 
 
 def read_config(model_dir: str) -> dict[str, Any]:
-    try:
-        data: dict[str, Any] = json.loads((Path(model_dir) / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise NightjarInputError(f"cannot read {model_dir}/config.json: {exc}") from None
+    from nightjar.reading import read_json
+
+    data = read_json(Path(model_dir) / "config.json", f"{model_dir}/config.json")
+    if not isinstance(data, dict):
+        raise NightjarInputError(f"{model_dir}/config.json: expected a JSON object")
     # Multimodal / wrapped configs keep the language model's fields inside.
     inner: dict[str, Any] = data.get("text_config", data)
     return inner
+
+
+def vocab_size(model_dir: str) -> int | None:
+    """The model's vocabulary size from its config (None when the config has none)."""
+    v = read_config(model_dir).get("vocab_size")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def check_pair(target_dir: str, draft_dir: str) -> int:

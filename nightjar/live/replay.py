@@ -1,8 +1,8 @@
 """Replay a trace against vLLM's async engine with Nightjar plugged in.
 
-Requests are submitted at the trace's arrival times (optionally compressed by
-``time_scale``), greedy, ``ignore_eos`` and ``max_tokens`` = the trace's output
-length, so every policy does the same work. Prompts are the trace's token ids or
+Requests are submitted at the trace's arrival times (``nightjar live --rate-scale``
+rescales the trace before it gets here), greedy, ``ignore_eos`` and ``max_tokens`` =
+the trace's output length, so every policy does the same work. Prompts are the trace's token ids or
 text where it has them, else deterministic pseudo-random token ids of the given
 length. The result is a :class:`nightjar.core.records.RunResult` with the same columns
 as the simulator's; step rows come from the scheduler's step log.
@@ -32,9 +32,21 @@ from nightjar.trace.model import Trace
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
-    time_scale: float = 1.0  # multiply trace times by this (0.1 = ten times faster)
-    vocab_size: int = 32000  # synthetic prompt ids are drawn from [3, vocab_size)
+    # Synthetic prompt ids are drawn from [3, vocab_size); None: the target's own
+    # vocabulary (its config.json), which is what vLLM checks every id against.
+    vocab_size: int | None = None
     seed: int = 0
+
+
+def prompt_vocab(spec: EngineSpec, opts: ReplayOptions) -> int:
+    """The ids a prompt may hold: the target's vocabulary, never more."""
+    from nightjar.live.models import vocab_size
+
+    target = vocab_size(spec.target) if Path(spec.target, "config.json").exists() else None
+    given = opts.vocab_size
+    if target is None:
+        return given or 32000
+    return min(given, target) if given else target
 
 
 def synthetic_prompt(n: int, vocab: int, rng: np.random.Generator) -> list[int]:
@@ -47,6 +59,7 @@ def _prompts(trace: Trace, spec: EngineSpec, opts: ReplayOptions) -> tuple[list[
     from vllm.inputs import TextPrompt, TokensPrompt
 
     rng = np.random.default_rng(opts.seed)
+    vocab = prompt_vocab(spec, opts)
     out: list[Any] = []
     clipped = 0
     for i in range(len(trace)):
@@ -58,9 +71,14 @@ def _prompts(trace: Trace, spec: EngineSpec, opts: ReplayOptions) -> tuple[list[
         if isinstance(given, str):
             out.append(TextPrompt(prompt=given))
         elif isinstance(given, list):
-            out.append(TokensPrompt(prompt_token_ids=[int(t) for t in given][:n]))
+            ids = [int(t) for t in given][:n]
+            if ids and max(ids) >= vocab:
+                raise NightjarInputError(
+                    f"trace {trace.name}: request {i} has prompt token id {max(ids)}, beyond "
+                    f"the target's vocabulary ({vocab} tokens, {spec.target})")
+            out.append(TokensPrompt(prompt_token_ids=ids))
         else:
-            out.append(TokensPrompt(prompt_token_ids=synthetic_prompt(n, opts.vocab_size, rng)))
+            out.append(TokensPrompt(prompt_token_ids=synthetic_prompt(n, vocab, rng)))
     return out, clipped
 
 
@@ -109,7 +127,7 @@ async def _replay(
             raise
         raise NightjarInputError(f"the engine cannot start: {cause}") from exc
     n = len(trace)
-    arrivals = trace.arrival_s * opts.time_scale
+    arrivals = trace.arrival_s
     records = [
         RequestRecord(
             i, float(arrivals[i]), int(trace.prompt_tokens[i]), int(trace.output_tokens[i])

@@ -69,5 +69,6 @@ class DsdPolicy:
 def _dsd(arg: str | None, env: PolicyEnv) -> Policy:
     parse_no_arg("dsd", arg)
     if env.latency is None:
-        raise NightjarInputError("policy 'dsd' needs a latency profile (--profile)")
+        raise NightjarInputError("policy 'dsd' plans with a latency table: give a --prior other "
+                                 "than none (and a --profile)")
     return DsdPolicy(env.latency, env.gamma_max)

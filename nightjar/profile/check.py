@@ -64,14 +64,46 @@ def inversions(data: dict[str, Any], tolerance: float = TOLERANCE) -> list[Inver
     return found
 
 
+def prefill_dips(data: dict[str, Any], tolerance: float = TOLERANCE) -> list[str]:
+    """Prefill rows where more prompt tokens cost more than ``tolerance`` less."""
+    rows = sorted((int(r[0]), float(r[1])) for r in data.get("prefill", []))
+    return [f"prefill {n2} tokens {t2:.1f} ms < {n1} tokens {t1:.1f} ms"
+            for (n1, t1), (n2, t2) in pairwise(rows) if t2 < t1 * (1 - tolerance)]
+
+
+def parts_above_step(data: dict[str, Any], tolerance: float = TOLERANCE) -> list[str]:
+    """Measured decode cells whose draft_ms + verify_ms exceed step_ms by more than
+    ``tolerance``. Each column is a median over steps, and medians of parts need not
+    sum to the median of the whole, so a measured table may say so a little; a model
+    may not (:mod:`nightjar.profile.format` refuses that)."""
+    if data.get("source") != "measured":
+        return []
+    return [f"B={int(r[0])} gamma {int(r[1])} context={float(r[2]):g}: step {float(r[3]):.1f}"
+            f" ms < draft + verify {float(r[4]) + float(r[5]):.1f} ms"
+            for r in data.get("decode", [])
+            if float(r[4]) + float(r[5]) > float(r[3]) * (1 + tolerance)]
+
+
 def warning(data: dict[str, Any]) -> str | None:
     """One line for the user, or None when the table is monotone within the tolerance."""
     found = inversions(data)
-    if not found:
+    other = prefill_dips(data) + parts_above_step(data)
+    if not found and not other:
         return None
-    shown = "; ".join(i.describe() for i in found[:4])
-    more = f" (and {len(found) - 4} more)" if len(found) > 4 else ""
-    return (f"warning: {len(found)} decode cells are cheaper than a smaller gamma or batch "
-            f"(a larger gamma or batch does more work: re-measure with more --repeats on a "
-            f"quieter machine before trusting them): "
-            f"{shown}{more}")
+    parts = []
+    if found:
+        shown = "; ".join(i.describe() for i in found[:4])
+        more = f" (and {len(found) - 4} more)" if len(found) > 4 else ""
+        parts.append(f"{len(found)} decode cells are cheaper than a smaller gamma or batch "
+                     f"(a larger gamma or batch does more work): {shown}{more}")
+    if other:
+        more = f" (and {len(other) - 4} more)" if len(other) > 4 else ""
+        parts.append(f"{len(other)} cells contradict the cost model: "
+                     f"{'; '.join(other[:4])}{more}")
+    name = data.get("name", "?")
+    return (f"warning: profile {name}: " + "; ".join(parts) + " -- re-measure with more "
+            "--repeats on a quieter machine before trusting them")
+
+
+class ProfileWarning(UserWarning):
+    """A profile that loads but whose table contradicts the cost model (measured noise)."""

@@ -36,6 +36,7 @@ MEMORY_FLOAT_FIELDS = (
 # Every key the format knows; anything else is a typo and is refused, as in traces.
 # ``notes``, ``hardware``, ``roofline`` and ``measured`` hold free-form metadata.
 TOP_KEYS = frozenset({
+    "$schema",  # where an editor finds the JSON Schema (nightjar.schemas); ignored
     "format_version", "name", "source", "command", "notes", "gpu", "target", "draft",
     "hardware", "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
     "mixed", "acceptance", "drafter",
@@ -77,6 +78,20 @@ class ParsedProfile:
 
 # Larger values are typos (and would overflow int64 arithmetic downstream).
 MAX_NUMBER = 2**62
+# Physical sense (docs/profiles.md). No step of any engine on any hardware lasts less
+# than a microsecond (a kernel launch costs several) or more than an hour, and no engine
+# runs more than 65536 requests in one batch; a table outside these is a unit mix-up or a
+# typo, and would make the simulator divide by zero or price a run at 0 tok/s.
+MIN_MS = 1e-3
+MAX_MS = 3.6e6
+MAX_BATCH_SIZE = 2**16
+MAX_CONTEXT = 2**40
+# A host link or device slower than 1 MB/s is no accelerator's: a unit mix-up.
+MIN_BYTES_PER_S = 1e6
+MAX_CONCENTRATION = 1e6
+# Rounding of the millisecond columns (bundled files keep 5 decimals).
+ROUNDING_MS = 1e-4
+MODEL_SOURCES = ("calibrated-roofline", "roofline")
 
 
 def _short(v: Any) -> str:
@@ -149,10 +164,27 @@ def _memory(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
         out[key] = float(r.number(r.get(mem, key, "memory."), f"memory.{key}", positive=True))
     if out["gpu_memory_utilization"] > 1.0:
         raise r.fail("memory.gpu_memory_utilization", "must be in (0, 1]")
+    for key in ("host_link_bytes_per_s", "device_bandwidth_bytes_per_s"):
+        if out[key] < MIN_BYTES_PER_S:
+            raise r.fail(f"memory.{key}", f"is {out[key]:g} B/s, slower than any device's "
+                         f"(at least {MIN_BYTES_PER_S:g} B/s: bytes per second, not GB/s?)")
     # Optional pins of a deployment (vLLM's --num-gpu-blocks-override, --max-model-len).
     for key in MEMORY_OPTIONAL_INT_FIELDS:
         if key in mem:
             out[key] = r.number(mem[key], f"memory.{key}", integer=True, positive=True)
+    # A pinned pool holds real bytes: no more than the whole device.
+    per_block = out["block_size"] * out["target_kv_bytes_per_token"]
+    for key, extra in (("kv_blocks_without_draft", 0),
+                       ("kv_blocks_with_draft", out["block_size"] *
+                        out["draft_kv_bytes_per_token"])):
+        if key in out and out[key] * (per_block + extra) > out["device_bytes"]:
+            raise r.fail(f"memory.{key}", f"{out[key]} blocks of {per_block + extra} bytes "
+                         f"need more than the device's {out['device_bytes']} bytes")
+    with_d, without = out.get("kv_blocks_with_draft"), out.get("kv_blocks_without_draft")
+    if with_d is not None and without is not None and with_d > without:
+        raise r.fail("memory.kv_blocks_with_draft", f"{with_d} is more than "
+                     f"kv_blocks_without_draft {without}: a resident draft takes memory, it "
+                     "cannot make the KV pool larger")
     return out
 
 
@@ -188,6 +220,9 @@ def _acceptance(r: _Reader, data: dict[str, Any]) -> dict[str, tuple[float, floa
         conc = r.number(
             r.get(entry, "concentration", where), where + "concentration", positive=True
         )
+        if conc > MAX_CONCENTRATION:
+            raise r.fail(where + "concentration", f"must be <= {MAX_CONCENTRATION:g} "
+                         f"(a Beta prior's a + b), got {conc:g}")
         out[workload] = (mean, float(conc))
     return out
 
@@ -221,6 +256,61 @@ def _drafter(r: _Reader, data: dict[str, Any], memory: dict[str, Any]) -> str:
     return str(name)
 
 
+def _ms(r: _Reader, v: float, field: str, *, zero: bool = False) -> None:
+    """A duration in the range any engine's steps take (see :data:`MIN_MS`)."""
+    if zero and v == 0:
+        return
+    if v < MIN_MS:
+        raise r.fail(field, f"is {v:g} ms: no engine step takes less than {MIN_MS:g} ms "
+                     "(1 microsecond); times are milliseconds")
+    if v > MAX_MS:
+        raise r.fail(field, f"is {v:g} ms, more than an hour: times are milliseconds")
+
+
+def _physics(r: _Reader, source: str, decode: list[list[Any]], fwd: list[list[Any]],
+             prefill: list[list[Any]], mixed: list[list[Any]]) -> None:
+    """What a table cannot say on any hardware: a step of no time, a step cheaper than
+    one of its own parts (or than the sum of its parts, in a model that adds them), a
+    gamma-0 step that drafts, a speculative step that does not. Measured noise can make
+    a larger batch or gamma cheaper than a smaller one; that is only warned about
+    (:mod:`nightjar.profile.check`)."""
+    for i, (b, g, c, step, draft, verify) in enumerate(decode):
+        where = f"decode[{i}]"
+        if b > MAX_BATCH_SIZE:
+            raise r.fail(f"{where}.batch_size", f"{b} is more than {MAX_BATCH_SIZE} requests")
+        if c > MAX_CONTEXT:
+            raise r.fail(f"{where}.context_len", f"{c:g} is more than {MAX_CONTEXT} tokens")
+        _ms(r, step, f"{where}.step_ms")
+        _ms(r, verify, f"{where}.verify_ms")
+        # 0 is allowed at any gamma: a drafter the profiler cannot time (host code such
+        # as n-gram lookup) leaves it unmeasured; no price divides by it.
+        _ms(r, draft, f"{where}.draft_ms", zero=True)
+        if g == 0 and draft > ROUNDING_MS:
+            raise r.fail(f"{where}.draft_ms", f"is {draft:g} ms at gamma 0: a step that "
+                         "speculates nothing drafts nothing (the draft's forward at gamma 0 "
+                         "is the draft_forward table)")
+        part = max(draft, verify)
+        if step < part - ROUNDING_MS:
+            raise r.fail(f"{where}.step_ms", f"{step:g} ms is less than its own "
+                         f"{'verify' if verify >= draft else 'draft'}_ms {part:g}: a step "
+                         "includes its parts")
+        if source in MODEL_SOURCES and step < draft + verify - ROUNDING_MS - 1e-6 * step:
+            raise r.fail(f"{where}.step_ms", f"{step:g} ms is less than draft_ms + verify_ms "
+                         f"= {draft + verify:g}: a {source} model's step adds its parts")
+    for i, (_b, _c, ms) in enumerate(fwd):
+        _ms(r, ms, f"draft_forward[{i}].ms", zero=True)
+    for i, (tokens, target, draft) in enumerate(prefill):
+        if tokens > MAX_CONTEXT:
+            raise r.fail(f"prefill[{i}].tokens", f"{tokens} is more than {MAX_CONTEXT}")
+        _ms(r, target, f"prefill[{i}].target_ms")
+        _ms(r, draft, f"prefill[{i}].draft_ms", zero=True)
+    for i, (b, tokens, added) in enumerate(mixed):
+        if b > MAX_BATCH_SIZE or tokens > MAX_CONTEXT:
+            raise r.fail(f"mixed[{i}]", f"({b}, {tokens}) is beyond {MAX_BATCH_SIZE} "
+                         f"requests or {MAX_CONTEXT} tokens")
+        _ms(r, added, f"mixed[{i}].added_ms", zero=True)
+
+
 def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> ParsedProfile:
     r = _Reader(src)
     r.known(data, TOP_KEYS)
@@ -231,6 +321,9 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
     if source not in SOURCES:
         raise r.fail("source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
     rows = r.rows(data, "decode", DECODE_COLUMNS)
+    _physics(r, source, rows, r.rows(data, "draft_forward", DRAFT_FORWARD_COLUMNS),
+             r.rows(data, "prefill", PREFILL_COLUMNS),
+             r.rows(data, "mixed", MIXED_COLUMNS) if "mixed" in data else [])
     bs, gs, cs = _grid(r, rows)
     decode: list[dict[int, dict[int, list[float]]]] = [
         {g: {b: [0.0] * len(cs) for b in bs} for g in gs} for _ in range(3)

@@ -30,16 +30,18 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import warnings
 from bisect import bisect_right
 from dataclasses import dataclass
 from importlib import resources
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.profile.check import ProfileWarning, warning
 from nightjar.profile.format import parse_profile_dict
-from nightjar.reading import loads_json, read_text
+from nightjar.reading import as_path, loads_json, read_text
 
 FORMAT_VERSION = 1
 DEFAULT_PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"
@@ -138,6 +140,9 @@ class Profile:
     """A loaded, validated profile. Read-only; build one with :meth:`from_json`."""
 
     def __init__(self, data: dict[str, Any], source_name: str) -> None:
+        if not isinstance(data, dict):
+            raise NightjarInputError(
+                f"profile {source_name}: expected a JSON object, got {type(data).__name__}")
         p = parse_profile_dict(data, source_name, FORMAT_VERSION)
         self._data = data
         self.name: str = p.name
@@ -158,6 +163,13 @@ class Profile:
                 f"resident ({self.memory.kv_blocks(False)} without it): the models do not "
                 "fit this device"
             )
+        if self.memory.kv_blocks(True) > self.memory.kv_blocks(False):
+            # Offloading the draft frees memory: the pool without it is never smaller.
+            raise NightjarInputError(
+                f"profile {source_name}: the KV pool holds {self.memory.kv_blocks(True)} blocks "
+                f"with the draft resident but {self.memory.kv_blocks(False)} without it: a "
+                "resident draft takes memory (pin both memory.kv_blocks_with_draft and "
+                "kv_blocks_without_draft, or neither)")
         self.batch_sizes: tuple[int, ...] = tuple(p.batch_sizes)
         self.gammas: tuple[int, ...] = tuple(p.gammas)
         self.context_lens: tuple[float, ...] = tuple(p.context_lens)
@@ -339,7 +351,14 @@ def _parse_text(text: str, source_name: str) -> Profile:
     data = loads_json(text, f"profile {source_name}")
     if not isinstance(data, dict):
         raise NightjarInputError(f"profile {source_name}: top level must be a JSON object")
-    return Profile.from_json(data, source_name)
+    profile = Profile.from_json(data, source_name)
+    # A table that loads may still contradict the cost model (measured noise): every
+    # entry point that loads a profile says so (the CLI prints Python warnings as one
+    # line each; nightjar.profile.check).
+    check = warning(data)
+    if check:
+        warnings.warn(check, ProfileWarning, stacklevel=3)
+    return profile
 
 
 @functools.lru_cache(maxsize=16)
@@ -348,17 +367,18 @@ def _load_bundled(name: str) -> Profile:
     return _parse_text(text, name)
 
 
-def load_profile(name_or_path: str) -> Profile:
+def load_profile(name_or_path: str | os.PathLike[str]) -> Profile:
     """A bundled profile by name, or a profile JSON file by path.
 
     Bundled profiles are cached (a Profile is read-only); files are read each call.
     """
-    if name_or_path in bundled_profiles():
-        return _load_bundled(name_or_path)
-    path = Path(name_or_path)
-    if path.suffix == ".json" or path.exists():
-        return _parse_text(read_text(path, f"profile {name_or_path}"), str(path))
+    path = as_path(name_or_path, "profile")
+    name = name_or_path if isinstance(name_or_path, str) else str(path)
+    if name in bundled_profiles():
+        return _load_bundled(name)
+    if path.suffix == ".json" or os.path.lexists(path):
+        return _parse_text(read_text(path, f"profile {name}"), str(path))
     known = ", ".join(bundled_profiles()) or "none"
     raise NightjarInputError(
-        f"unknown profile {name_or_path!r}: not a file and not bundled (bundled: {known})"
+        f"unknown profile {name!r}: not a file and not bundled (bundled: {known})"
     )

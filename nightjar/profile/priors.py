@@ -46,13 +46,20 @@ class SpecScaledLatency:
         return t0 + self.factor * (self.base.step_time_s(batch_size, gamma, context_len) - t0)
 
 
+# A table off by more than a factor of a thousand is no table at all (and a factor near
+# zero prices every step at nothing, which the planning policies divide by).
+MIN_FACTOR = 1e-3
+MAX_FACTOR = 1e3
+
+
 def _factor(spec: str, text: str) -> float:
     try:
         f = float(text)
     except ValueError:
         raise NightjarInputError(f"--prior {spec!r}: {text!r} is not a number") from None
-    if not (math.isfinite(f) and f > 0.0):
-        raise NightjarInputError(f"--prior {spec!r}: the factor must be > 0, got {text}")
+    if not (math.isfinite(f) and MIN_FACTOR <= f <= MAX_FACTOR):
+        raise NightjarInputError(
+            f"--prior {spec!r}: the factor must be in {MIN_FACTOR:g}..{MAX_FACTOR:g}, got {text}")
     return f
 
 

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from nightjar.core.slo import Slo
+from nightjar.report.selector import add_selector, needs_selector
 from nightjar.report.style import base_layout, line_style
 from nightjar.results.regret import regret_curve
 from nightjar.results.run_set import PolicyRun, ResultSet
@@ -74,11 +75,15 @@ def bars_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> go.F
     return fig
 
 
-def regret_figure(results: ResultSet, colors: dict[str, str]) -> go.Figure | None:
+def regret_figure(results: ResultSet, colors: dict[str, str],
+                  focus: str | None = None) -> go.Figure | None:
+    """Cumulative regret against the oracle over time; beyond ``MAX_OVERLAY`` policies
+    one is highlighted at a time (``focus`` first)."""
     oracle = results.oracle
     if oracle is None:
         return None
     fig = go.Figure()
+    drawn = []
     for run in results.first_seed():
         if run.result is oracle:
             continue
@@ -86,12 +91,14 @@ def regret_figure(results: ResultSet, colors: dict[str, str]) -> go.Figure | Non
         fig.add_trace(
             go.Scatter(
                 x=c["time_s"].to_numpy(np.float32), y=c["regret_pct"].to_numpy(np.float32),
-                name=run.policy, mode="lines+markers", marker_size=4,
-                line=line_style(run.policy, colors[run.policy]),
+                name=run.policy, mode="lines", line=line_style(run.policy, colors[run.policy]),
             )
         )
+        drawn.append(run.policy)
     base_layout(fig, 340)
     fig.update_layout(hovermode="closest")
     fig.update_xaxes(title_text="time (s)")
     fig.update_yaxes(title_text=f"cumulative regret vs {oracle.policy} (%)")
+    if needs_selector(drawn):
+        add_selector(fig, drawn, colors, focus if focus in drawn else drawn[0])
     return fig

@@ -1,4 +1,5 @@
-"""Latency ECDFs (TTFT, TPOT, E2E): every policy overlaid, the SLO limits marked."""
+"""Latency ECDFs (TTFT, TPOT, E2E), the SLO limits marked: up to ``MAX_OVERLAY`` policies
+overlaid, more through a policy selector (:mod:`nightjar.report.selector`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from nightjar.core.slo import Slo
+from nightjar.report.selector import add_selector, needs_selector
 from nightjar.report.series import ecdf
 from nightjar.report.style import MUTED, base_layout, line_style
-from nightjar.results.metrics import request_latencies
 from nightjar.results.run_set import PolicyRun
 
 # (column, panel title, unit, scale to that unit, SLO attribute or None)
@@ -22,13 +23,15 @@ PANELS = (
 )
 
 
-def latency_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> go.Figure:
+def latency_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo,
+                   focus: str | None = None) -> go.Figure:
+    """``focus``: the policy highlighted first when there are too many to overlay."""
     fig = make_subplots(
         rows=1, cols=len(PANELS), subplot_titles=[p[1] for p in PANELS], shared_yaxes=True,
         horizontal_spacing=0.04,
     )
     for run in runs:
-        lat = request_latencies(run.result.requests_frame())
+        lat = run.result.requests_frame()
         for col, (key, _, unit, scale, _) in enumerate(PANELS, start=1):
             x, y = ecdf(lat[key].to_numpy(dtype=np.float64) * scale)
             fig.add_trace(
@@ -61,4 +64,8 @@ def latency_figure(runs: list[PolicyRun], colors: dict[str, str], slo: Slo) -> g
     fig.update_yaxes(tickformat=".0%")
     base_layout(fig, 360)
     fig.update_layout(hovermode="closest")
+    policies = [r.policy for r in runs]
+    if needs_selector(policies):
+        owners = [r.policy for r in runs for _ in PANELS]
+        add_selector(fig, owners, colors, focus or policies[0])
     return fig

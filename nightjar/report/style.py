@@ -13,28 +13,12 @@ import plotly.graph_objects as go
 PAGE_WIDTH = 1200
 WIDTH = 1180
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
-# Tableau 10 plus two: distinct hues for up to 12 policies; the oracle is drawn
-# dashed in dark grey so it reads as the yardstick, not as a contender.
-PALETTE = (
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#17becf", "#8c564b",
-)
-ORACLE_COLOR = "#333333"
 GRID = "#e6e6e6"
 MUTED = "#888888"
-
-
-def policy_colors(policies: list[str], oracle: str | None = "oracle") -> dict[str, str]:
-    """One colour per policy, in order; stable across every figure of a report."""
-    colors: dict[str, str] = {}
-    i = 0
-    for p in policies:
-        if p == oracle:
-            colors[p] = ORACLE_COLOR
-        else:
-            colors[p] = PALETTE[i % len(PALETTE)]
-            i += 1
-    return colors
+# Policies not picked in a figure that highlights one (more than MAX_OVERLAY drawn).
+CONTEXT = "#d0d0d0"
+# More policies than this on one axis is spaghetti: figures switch to a selector.
+MAX_OVERLAY = 4
 
 
 def line_style(policy: str, color: str, oracle: str | None = "oracle") -> dict[str, Any]:

@@ -19,7 +19,10 @@ Definitions (docs/outputs.md repeats them for users):
   ``mean_gamma_per_request`` weights each step by its batch size (the gamma an average
   running request saw).
 - *switches*: consecutive decode steps whose gamma differs; *toggles*: those where
-  speculation turns on or off (gamma 0 <-> > 0). Rates are per minute of duration.
+  speculation turns on or off (gamma 0 <-> > 0). Both as counts (``gamma_switches``,
+  ``gamma_toggles``) and per minute of duration.
+- *extras* (``RunResult.extra``, engine-specific): a key ending in ``_s`` is seconds;
+  every other extra is a count, and comes out of :meth:`Summary.as_dict` as an int.
 - *spec time share*: decode time spent in steps with gamma > 0 / all decode time.
 - *mean batch size* is time-weighted over decode steps.
 """
@@ -34,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from nightjar.core.records import RunResult
+from nightjar.core.records import RunResult, with_latencies
 from nightjar.core.slo import Slo
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,6 +81,7 @@ class Summary:
     mean_gamma: float
     mean_gamma_per_request: float
     gamma_switches: int
+    gamma_toggles: int
     switches_per_min: float
     toggles_per_min: float
     spec_time_share: float
@@ -95,22 +99,20 @@ class Summary:
             elif key != "extra":
                 out[key] = value
         for key, value in self.extra.items():
-            out[key if key not in out else f"extra_{key}"] = value
+            out[key if key not in out else f"extra_{key}"] = extra_value(key, value)
         return out
+
+
+def extra_value(key: str, value: float) -> float | int:
+    """An engine extra as its kind: seconds (``*_s``) stay float, counts become ints."""
+    if key.endswith("_s") or not math.isfinite(value) or value != int(value):
+        return value
+    return int(value)
 
 
 def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
     """Add ``ttft_s``, ``tpot_s`` and ``e2e_s`` columns (NaN where undefined)."""
-    out = requests.copy()
-    out["ttft_s"] = out["first_token_s"] - out["arrival_s"]
-    out["e2e_s"] = out["finish_s"] - out["arrival_s"]
-    multi = out["output_tokens"] > 1
-    out["tpot_s"] = np.where(
-        multi,
-        (out["finish_s"] - out["first_token_s"]) / (out["output_tokens"] - 1).clip(lower=1),
-        np.nan,
-    )
-    return out
+    return with_latencies(requests)
 
 
 def run_duration(result: RunResult, finish: FloatArray) -> float:
@@ -126,7 +128,7 @@ def _per_s(count: float, seconds: float) -> float:
 
 def summarize(result: RunResult, slo: Slo | None = None) -> Summary:
     slo = slo or Slo()
-    req = request_latencies(result.requests_frame())
+    req = result.requests_frame()
     finished = req[np.isfinite(req["finish_s"].to_numpy(dtype=float))]
     duration = run_duration(result, req["finish_s"].to_numpy(dtype=float))
     out_tokens = int(finished["output_tokens"].sum())
@@ -157,6 +159,7 @@ def summarize(result: RunResult, slo: Slo | None = None) -> Summary:
         mean_gamma=steps["mean_gamma"],
         mean_gamma_per_request=steps["mean_gamma_per_request"],
         gamma_switches=int(steps["switches"]),
+        gamma_toggles=int(steps["toggles"]),
         switches_per_min=_per_s(steps["switches"], minutes),
         toggles_per_min=_per_s(steps["toggles"], minutes),
         spec_time_share=steps["spec_time_share"],

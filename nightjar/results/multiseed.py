@@ -8,7 +8,6 @@ change with it), so the t interval of :mod:`nightjar.results.stats` applies. A p
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -34,7 +33,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("e2e_s_mean", "E2E s", lambda s, r: s.e2e_s.mean, False),
     Metric("ttft_s_mean", "TTFT s", lambda s, r: s.ttft_s.mean, False, "{:.3f}"),
     Metric("tpot_ms_mean", "TPOT ms", lambda s, r: s.tpot_s.mean * 1e3, False, "{:.1f}"),
-    Metric("preemptions", "preempts", lambda s, r: float(s.preemptions), False, "{:.0f}"),
+    Metric("preemptions", "preempts", lambda s, r: s.preemptions, False, "{:.0f}"),
     Metric(
         "regret_pct", "regret %",
         lambda s, r: r.percent if r is not None else math.nan, False, "{:.2f}",
@@ -92,24 +91,26 @@ def verdicts(agg: Aggregate, key: str) -> list[str]:
     return [line]
 
 
-def write_seed_files(rows: Sequence[Row], agg: Aggregate, out_dir: Path) -> list[Path]:
-    """``seeds.csv`` (one row per seed and policy) and ``intervals.csv``/``.json``."""
+def write_seed_files(
+    rows: Sequence[Row], agg: Aggregate, out_dir: Path, fmt: str = "csv"
+) -> list[Path]:
+    """``seeds.csv`` (one row per seed and policy), ``intervals.csv`` and
+    ``intervals.json``; with ``fmt="parquet"`` the tables as ``.parquet``."""
+    import pandas as pd
+
+    from nightjar.results.write import write_frame
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    per_seed = out_dir / "seeds.csv"
-    with per_seed.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["seed", "policy", *[m.key for m in METRICS]])
-        writer.writeheader()
-        writer.writerows(rows)
+    columns = ["seed", "policy", *[m.key for m in METRICS]]
+    seeds = pd.DataFrame(list(rows), columns=columns).astype({"seed": "int64"})
     flat = [
         {"policy": p, "metric": k, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}
         for p, ivs in agg.items()
         for k, iv in ivs.items()
     ]
-    intervals = out_dir / "intervals.csv"
-    with intervals.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["policy", "metric", "mean", "lo", "hi", "n"])
-        writer.writeheader()
-        writer.writerows(flat)
+    intervals = pd.DataFrame(flat, columns=["policy", "metric", "mean", "lo", "hi", "n"])
+    paths = [write_frame(seeds, out_dir / "seeds", fmt),
+             write_frame(intervals.astype({"n": "int64"}), out_dir / "intervals", fmt)]
     as_json = out_dir / "intervals.json"
     as_json.write_text(json.dumps(flat, indent=1, allow_nan=True) + "\n")
-    return [per_seed, intervals, as_json]
+    return [*paths, as_json]

@@ -1,11 +1,24 @@
-"""Output folders that appear whole or not at all.
+"""Output folders and files: checked before any work, and appearing whole or not at all.
 
-A run writes into a hidden temporary folder next to its ``--out`` folder and renames
-it into place only when everything is written. A run that fails or is interrupted
-(Ctrl-C) removes its temporary folder, so nothing is left that would block the same
-command from running again; one killed outright (SIGKILL, power loss) leaves only a
-hidden ``.NAME.nightjar-tmp-*`` folder beside ``--out``, which blocks nothing and
-may be deleted.
+Before a run starts, its ``--out`` target is resolved and checked (:func:`check_out_dir`,
+:func:`check_out_file`): a symlink is followed to the folder it names (a dangling one or
+a loop is refused), whatever is there must be a folder (a file) and not a FIFO or a
+device, the folder that will hold it must be writable (a read-only mount is found by
+trying), and a non-empty folder needs ``--force``. So nothing fails after the work.
+
+A run then writes into a hidden temporary folder and moves it into place only when
+everything is written. Where the target does not exist yet, the temporary folder sits
+beside it and one rename makes the target appear complete; where it exists (empty, a
+mount point, or with ``--force``), the temporary folder sits inside it, on the same
+file system, and its entries are moved in. A run that fails or is interrupted (Ctrl-C,
+SIGTERM, SIGHUP: see :mod:`nightjar.interrupts`) removes its temporary folder; only one
+killed outright (SIGKILL, power loss) leaves a hidden ``.nightjar-tmp-*`` folder, which
+blocks nothing and may be deleted.
+
+``--force`` over an earlier nightjar run replaces that run: the entries it wrote (the
+marker file lists them; for folders written before the list existed, the names nightjar
+writes) go, the new run's come in, and files of the user's own stay. So a folder never
+mixes two runs.
 
 Default folder names (``reports/<trace>-<time>``) come from :func:`default_out_dir`:
 the trace's name made safe for one path component, and a timestamp to the
@@ -14,24 +27,38 @@ microsecond, so two runs never share a folder.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.interrupts import deferred_signals, signals_as_interrupts
+from nightjar.reading import as_path
 
 MARKER = ".nightjar-run"
+MARKER_HEAD = "written by nightjar; safe to overwrite with --out\n"
+MANIFEST_HEAD = "# what the run wrote here (a later --force replaces exactly these):\n"
 # Longest folder name we make from a trace name (file systems allow 255 bytes).
 MAX_NAME_CHARS = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 TMP_TAG = ".nightjar-tmp-"
+OLD_TAG = ".nightjar-old-"
 # The longest file name common file systems (ext4, APFS, NTFS) accept.
 MAX_COMPONENT_BYTES = 255
+# What a run folder written before the marker listed its entries may hold.
+_RUN_FILES = re.compile(
+    r"^(summary\.(csv|parquet)|report\.html|seeds\.csv|intervals\.(csv|json)|vllm\.log"
+    r"|step_model\.csv|agreement\.csv|ranking\.csv|summary_comparison.*\.csv"
+    r"|step_replay.*\.csv|\.steps-\d+\.jsonl)$"
+)
 
 
 def safe_name(name: str, fallback: str = "trace") -> str:
@@ -52,75 +79,257 @@ def default_out_dir(prefix: str, root: Path = Path("reports")) -> Path:
     return path
 
 
-def check_out_dir(path: Path, force: bool = False) -> None:
-    """Refuse a target that is not ours to write: a file, or a non-empty folder
-    (also an earlier nightjar run's) unless ``force``."""
+# -- resolving and checking a target ---------------------------------------------------
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def resolve_target(path: Any, what: str = "--out") -> Path:
+    """The absolute path ``path`` names, symlinks followed; a dangling symlink (the
+    folder it names does not exist) or a loop is refused, as are over-long names."""
+    path = as_path(path, what)
     too_long = next((p for p in path.parts if len(os.fsencode(p)) > MAX_COMPONENT_BYTES), None)
     if too_long is not None:
         raise NightjarInputError(
             f"cannot write to {path}: the name {too_long[:40]}... is longer than "
             f"{MAX_COMPONENT_BYTES} bytes"
         )
-    if path.exists() and not path.is_dir():
-        raise NightjarInputError(f"cannot write to {path}: it exists and is not a directory")
-    if path.is_dir() and not force and any(path.iterdir()):
-        what = "an earlier nightjar run" if (path / MARKER).exists() else "files"
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise NightjarInputError(
+                    f"cannot write to {path}: it is a symbolic link loop") from None
+            raise NightjarInputError(
+                f"cannot write to {path}: it is a symbolic link to {os.readlink(path)}, "
+                "which does not exist (create it, or remove the link)"
+            ) from None
+    return Path(os.path.realpath(path))
+
+
+def _existing_ancestor(real: Path) -> Path:
+    parent = real.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def _probe_writable(folder: Path, shown: Path) -> None:
+    """Make and remove a folder in ``folder``: the only sure test of a read-only mount,
+    a full disk or missing permissions, done before any work."""
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write to {shown}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
         raise NightjarInputError(
-            f"output directory {path} already holds {what}; "
-            "choose a new directory or pass --force to overwrite"
-        )
+            f"cannot write to {shown}: {folder} is {_kind(mode)}, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".nightjar-probe-", dir=folder))
+    except OSError as exc:
+        raise NightjarInputError(f"cannot write to {shown}: {exc.strerror or exc}") from None
+
+
+def check_out_dir(path: Any, force: bool = False) -> Path:
+    """The folder a run will write, resolved and checked before any work (see the
+    module docstring); refuses a file or device there, a non-writable place, and a
+    non-empty folder (also an earlier nightjar run's) unless ``force``."""
+    real = resolve_target(path)
+    shown = Path(path)
+    if os.path.lexists(real):
+        mode = os.stat(real).st_mode
+        if not stat.S_ISDIR(mode):
+            raise NightjarInputError(
+                f"cannot write to {shown}: it exists and is {_kind(mode)}, not a directory")
+        if not force and _entries(real):
+            what = "an earlier nightjar run" if (real / MARKER).exists() else "files"
+            raise NightjarInputError(
+                f"output directory {shown} already holds {what}; "
+                "choose a new directory or pass --force to overwrite"
+            )
+        _probe_writable(real, shown)
+    else:
+        _probe_writable(_existing_ancestor(real), shown)
+    return real
+
+
+def _entries(folder: Path, but: Iterable[Path] = ()) -> list[Path]:
+    skip = {p.name for p in but}
+    return [p for p in folder.iterdir() if p.name not in skip]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def _oserror(path: Path, exc: OSError) -> NightjarInputError:
     return NightjarInputError(f"cannot write to {path}: {exc.strerror or exc}")
 
 
+# -- staging -----------------------------------------------------------------------------
+
+
 @contextmanager
 def staged_out_dir(path: Path, force: bool = False) -> Iterator[Path]:
     """A temporary folder to write into; it becomes ``path`` when the block ends
-    without an exception, and is removed when it raises (Ctrl-C included).
-
-    ``path`` is checked before anything is written (see :func:`check_out_dir`). With
-    ``force`` and an existing folder, the finished files are moved into it one by
-    one, replacing files of the same name and leaving everything else alone.
-    """
-    path = Path(path)
-    check_out_dir(path, force)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name[:100]}{TMP_TAG}", dir=path.parent))
-    except OSError as exc:
-        raise _oserror(path, exc) from None
-    try:
+    without an exception, and is removed when it raises (Ctrl-C, SIGTERM and SIGHUP
+    included). ``path`` is checked before anything is written (:func:`check_out_dir`);
+    with ``force`` an earlier nightjar run there is replaced (module docstring)."""
+    shown = Path(path)
+    real = check_out_dir(path, force)
+    with signals_as_interrupts():
+        existed = real.is_dir()
         try:
-            (tmp / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")
+            if existed:
+                tmp = Path(tempfile.mkdtemp(prefix=TMP_TAG, dir=real))
+            else:
+                real.parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{real.name[:100]}{TMP_TAG}",
+                                            dir=real.parent))
+            # mkdtemp makes 0700 (private while staged); the finished folder gets the
+            # mode any other tool's mkdir would, so others on a shared machine can read it.
+            os.chmod(tmp, 0o777 & ~_umask())
         except OSError as exc:
-            raise _oserror(path, exc) from None
-        yield tmp
-        check_out_dir(path, force)  # something may have appeared there meanwhile
+            raise _oserror(shown, exc) from None
         try:
-            _move_into_place(tmp, path)
-        except OSError as exc:
-            raise _oserror(path, exc) from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                (tmp / MARKER).write_text(MARKER_HEAD)
+            except OSError as exc:
+                raise _oserror(shown, exc) from None
+            yield tmp
+            try:
+                _move_into_place(tmp, real, shown, existed, force)
+            except OSError as exc:
+                raise _oserror(shown, exc) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _move_into_place(tmp: Path, path: Path) -> None:
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
-        os.replace(tmp, path)  # one rename: the folder appears complete
+def _manifest(names: Iterable[str]) -> str:
+    return MARKER_HEAD + MANIFEST_HEAD + "".join(f"{n}\n" for n in sorted(names))
+
+
+def earlier_run_entries(folder: Path) -> list[Path]:
+    """What an earlier nightjar run wrote in ``folder`` (nothing if it holds none): the
+    entries its marker lists, or, for folders written before the marker listed them,
+    the names nightjar writes (run sub-folders, seed folders, tables, report, logs)."""
+    marker = folder / MARKER
+    if not marker.is_file():
+        return []
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    if MANIFEST_HEAD in text:
+        names = [ln for ln in text.split(MANIFEST_HEAD, 1)[1].splitlines() if ln.strip()]
+        listed = {n for n in names if "/" not in n and n not in (".", "..", MARKER)}
+        return [folder / n for n in sorted(listed) if os.path.lexists(folder / n)]
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.startswith((TMP_TAG, OLD_TAG)) or TMP_TAG in entry.name:
+            continue
+        if _RUN_FILES.match(entry.name) or (entry.is_dir() and not entry.is_symlink() and (
+                (entry / "summary.json").exists() or (
+                    entry.name.startswith("seed-") and (entry / MARKER).exists()))):
+            found.append(entry)
+    return found
+
+
+def _move_into_place(tmp: Path, real: Path, shown: Path, existed: bool, force: bool) -> None:
+    names = [p.name for p in tmp.iterdir() if p.name != MARKER]
+    (tmp / MARKER).write_text(_manifest(names))
+    if not existed:
+        if os.path.lexists(real):  # something appeared there while the run ran
+            raise NightjarInputError(f"cannot write to {shown}: it appeared during the run")
+        os.replace(tmp, real)  # one rename: the folder appears complete
         return
-    _merge(tmp, path)
+    if not force and _entries(real, but=[tmp]):
+        raise NightjarInputError(
+            f"output directory {shown} got files during the run; pass --force to overwrite")
+    with deferred_signals():  # the swap is a few renames: never half of one
+        old = Path(tempfile.mkdtemp(prefix=OLD_TAG, dir=real))
+        try:
+            for entry in earlier_run_entries(real):
+                os.replace(entry, old / entry.name)
+            for name in [*names, MARKER]:
+                target = real / name
+                if os.path.lexists(target):  # the user's own file of that name
+                    os.replace(target, old / f"{name}.replaced")
+                os.replace(tmp / name, target)
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
 
 
-def _merge(src: Path, dst: Path) -> None:
-    """Move ``src``'s files into ``dst``, replacing same-named files only (--force)."""
-    dst.mkdir(exist_ok=True)
-    for entry in src.iterdir():
-        target = dst / entry.name
-        if entry.is_dir() and target.is_dir():
-            _merge(entry, target)
+def clear_earlier_run(folder: Path) -> None:
+    """Remove what an earlier nightjar run wrote in ``folder`` (for writers that stream
+    into the folder itself, as ``nightjar live`` does, after ``--force``)."""
+    for entry in earlier_run_entries(folder):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
         else:
-            if target.is_dir():
-                shutil.rmtree(target)
-            os.replace(entry, target)
+            entry.unlink()
+
+
+# -- single output files -----------------------------------------------------------------
+
+
+def check_out_file(path: Any, force: bool = False, inputs: Iterable[Any] = (),
+                   what: str = "--out") -> Path:
+    """The file a command will write, resolved and checked before any work: a symlink
+    is followed (a dangling one refused), whatever is there must be a regular file
+    (never a FIFO, a device or a folder) and is replaced only with ``force``, never one
+    of ``inputs``, and the folder that will hold it must be writable."""
+    real = resolve_target(path, what)
+    shown = Path(path)
+    for given in inputs:
+        try:
+            same = os.path.realpath(given) == str(real)
+        except (TypeError, ValueError):
+            same = False
+        if same:
+            raise NightjarInputError(
+                f"cannot write {shown}: it is the input {given}; choose another {what}")
+    if os.path.lexists(real):
+        mode = os.stat(real).st_mode
+        if not stat.S_ISREG(mode):
+            raise NightjarInputError(
+                f"cannot write {shown}: it exists and is {_kind(mode)}, not a regular file")
+        if not force:
+            raise NightjarInputError(f"{shown} exists; pass --force to overwrite it")
+    _probe_writable(_existing_ancestor(real) if not real.parent.exists() else real.parent,
+                    shown)
+    return real
+
+
+def write_out_file(real: Path, text: str, shown: Path | None = None) -> None:
+    """Write ``text`` to ``real`` (from :func:`check_out_file`) whole or not at all: into
+    a temporary file beside it, renamed over it when complete."""
+    shown = shown or real
+    with signals_as_interrupts():
+        tmp: Path | None = None
+        try:
+            real.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f".{real.name[:100]}{TMP_TAG}", dir=real.parent)
+            tmp = Path(name)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)  # as open() would have made it, not mkstemp's 0600
+            os.replace(tmp, real)
+            tmp = None
+        except OSError as exc:
+            raise NightjarInputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)

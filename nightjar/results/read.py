@@ -8,7 +8,7 @@ wall time, ...) come back as ``RunResult.extra``.
 from __future__ import annotations
 
 import dataclasses
-import json
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import pandas as pd
 from nightjar.core.records import RequestRecord, RunResult, StepRecord
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
+from nightjar.reading import as_path, check_folder, open_regular, read_json
 from nightjar.results.metrics import Stat, Summary
 
 # Columns of summary.json that are not engine extras.
@@ -40,9 +41,22 @@ def _summary_keys() -> set[str]:
 
 def _parquet(path: Path) -> pd.DataFrame:
     try:
-        return pd.read_parquet(path)
+        with open_regular(path, f"{path}") as f:
+            return pd.read_parquet(f)
     except ImportError:
         raise NightjarInputError(f"{path}: reading parquet needs pyarrow") from None
+
+
+def _csv(path: Path) -> pd.DataFrame:
+    with open_regular(path, f"{path}") as f:  # never blocks on a FIFO
+        return pd.read_csv(f)
+
+
+def _summary(path: Path) -> dict[str, Any]:
+    meta = read_json(path, f"{path}")
+    if not isinstance(meta, dict):
+        raise NightjarInputError(f"{path}: not a run summary (expected a JSON object)")
+    return meta
 
 
 def _table(path: Path, cls: Any) -> list[Any]:
@@ -58,18 +72,16 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
     """
     folder = Path(folder)
     summary = folder / "summary.json"
-    if not summary.is_file():
+    if not os.path.lexists(summary):
         raise NightjarInputError(f"{folder} is not a nightjar run folder: missing summary.json")
     try:
-        meta = json.loads(summary.read_text(encoding="utf-8"))
-        if not isinstance(meta, dict):
-            raise ValueError("summary.json is not an object")
+        meta = _summary(summary)
         known = _summary_keys() | _ROW_KEYS
         extra = {k: float(v) for k, v in meta.items()
                  if k not in known and isinstance(v, int | float) and not isinstance(v, bool)}
         ttft, tpot = meta.get("slo_ttft_s"), meta.get("slo_tpot_s")
         slo = Slo(float(ttft), float(tpot)) if ttft is not None and tpot is not None else None
-        if (folder / "requests.parquet").is_file():
+        if os.path.lexists(folder / "requests.parquet"):
             run = RunResult(
                 policy=str(meta["policy"]), engine=str(meta["engine"]),
                 trace=str(meta["trace"]), profile=str(meta.get("profile", "")),
@@ -79,6 +91,8 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
             )
         else:
             run = load_run(folder)
+    except NightjarInputError:
+        raise
     except (KeyError, ValueError, TypeError, OSError) as exc:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
     run.extra = extra
@@ -88,13 +102,13 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
 def load_run(folder: Path) -> RunResult:
     """Read back a run folder written by ``nightjar.results.write.write_run``."""
     paths = {n: folder / n for n in ("requests.csv", "steps.csv", "summary.json")}
-    missing = [str(p) for p in paths.values() if not p.is_file()]
+    missing = [str(p) for p in paths.values() if not os.path.lexists(p)]
     if missing:
         raise NightjarInputError(f"{folder} is not a nightjar run folder: missing {missing[0]}")
     try:
-        meta = json.loads(paths["summary.json"].read_text())
-        requests = pd.read_csv(paths["requests.csv"])
-        steps = pd.read_csv(paths["steps.csv"])
+        meta = _summary(paths["summary.json"])
+        requests = _csv(paths["requests.csv"])
+        steps = _csv(paths["steps.csv"])
         result = RunResult(
             policy=str(meta["policy"]), engine=str(meta["engine"]), trace=str(meta["trace"]),
             profile=str(meta.get("profile", "")), seed=int(meta.get("seed", 0)),
@@ -102,6 +116,8 @@ def load_run(folder: Path) -> RunResult:
             requests=_records(requests, RequestRecord, paths["requests.csv"]),
             steps=_records(steps, StepRecord, paths["steps.csv"]),
         )
+    except NightjarInputError:
+        raise
     except (KeyError, ValueError, TypeError, OverflowError, RecursionError,
             UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
@@ -148,15 +164,54 @@ def _column(col: pd.Series, kind: str, path: Path, name: str) -> list[Any]:
     return values
 
 
-def load_runs(folder: Path) -> list[RunResult]:
-    """One run folder, or a folder of them (``nightjar live --out DIR``: DIR/<policy>)."""
-    if (folder / "summary.json").is_file():
-        return [load_run(folder)]
-    subs = sorted(p for p in folder.iterdir() if (p / "summary.json").is_file()) if (
-        folder.is_dir()
-    ) else []
+def run_folders(folder: Path) -> list[Path]:
+    """The run folders ``folder`` stands for: itself when it is one, else its sub-folders
+    that hold a run, in its summary table's order and only those the table lists.
+
+    The summary table (``summary.csv`` or ``summary.parquet``) is written last, by the
+    run that wrote the folder: a sub-folder it does not list belongs to no run of it
+    (e.g. one left by a program that wrote into the folder by hand), so it is not read
+    as part of the run.
+    """
+    folder = as_path(folder, "run folder")
+    check_folder(folder, f"run folder {folder}")
+    if os.path.lexists(folder / "summary.json"):
+        return [folder]
+    subs = sorted(p for p in folder.iterdir()
+                  if os.path.lexists(p / "summary.json") and p.is_dir())
     if not subs:
         raise NightjarInputError(
             f"{folder} is not a nightjar run folder nor a folder of them: missing summary.json"
         )
-    return [load_run(p) for p in subs]
+    listed = _listed_slugs(folder)
+    if listed is None:
+        return subs
+    by_name = {p.name: p for p in subs}
+    missing = [s for s in listed if s not in by_name]
+    if missing:
+        raise NightjarInputError(
+            f"{folder}: its summary lists run {missing[0]!r}, whose folder is missing")
+    return [by_name[s] for s in listed]
+
+
+def _listed_slugs(folder: Path) -> list[str] | None:
+    """The ``slug`` column of the folder's summary table, or None without a table."""
+    for name, read in (("summary.csv", _csv), ("summary.parquet", _parquet)):
+        path = folder / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            table = read(path)
+        except NightjarInputError:
+            raise
+        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise NightjarInputError(f"{path}: unreadable summary table ({exc})") from None
+        if "slug" not in table.columns:
+            return None
+        return [str(s) for s in table["slug"]]
+    return None
+
+
+def load_runs(folder: Path) -> list[RunResult]:
+    """One run folder, or a folder of them (``nightjar live --out DIR``: DIR/<policy>)."""
+    return [load_run(p) for p in run_folders(folder)]

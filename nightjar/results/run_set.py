@@ -51,6 +51,9 @@ class ResultSet:
     # The longest speculation the engine allowed (the report's gamma axes); None:
     # unknown, the report uses the largest gamma any run used.
     gamma_max: int | None = None
+    # Whether elastic draft memory was on (--offload); None: unknown. The report says
+    # why no memory timeline is drawn when no run moved its draft.
+    offload: bool | None = None
 
     @classmethod
     def build(
@@ -61,6 +64,7 @@ class ResultSet:
         slo: Slo | None = None,
         oracle_policy: str | None = ORACLE,
         gamma_max: int | None = None,
+        offload: bool | None = None,
     ) -> ResultSet:
         """Summarize every run once and take regrets against the oracle runs.
 
@@ -82,7 +86,7 @@ class ResultSet:
                     slug=slug,
                 )
             )
-        return cls(tuple(runs), slo, title, gamma_max)
+        return cls(tuple(runs), slo, title, gamma_max, offload)
 
     @property
     def results(self) -> list[RunResult]:

@@ -23,8 +23,7 @@ import pandas as pd
 
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
-from nightjar.results.metrics import request_latencies
-from nightjar.results.outdir import MARKER, check_out_dir
+from nightjar.results.outdir import MARKER, MARKER_HEAD, check_out_dir, clear_earlier_run
 
 if TYPE_CHECKING:
     from nightjar.results.run_set import PolicyRun, ResultSet
@@ -60,17 +59,23 @@ def _writing(path: Path) -> Iterator[None]:
         raise NightjarInputError(f"cannot write to {path}: {exc.strerror or exc}") from None
 
 
-def prepare_out_dir(path: Path, force: bool = False) -> Path:
-    """Create ``path`` and mark it as a nightjar output folder.
+def prepare_out_dir(path: Path, force: bool = False, *, replace: bool = False) -> Path:
+    """Create ``path`` and mark it as a nightjar output folder, for writers that write
+    into it in place (``nightjar live`` streams its logs there while vLLM runs).
 
     Refuses an existing non-empty folder unless ``force``, also one holding an
-    earlier nightjar run: nothing the user has is overwritten without asking.
+    earlier nightjar run: nothing the user has is overwritten without asking. With
+    ``replace``, an earlier nightjar run there is removed first (``--force``: the
+    folder then holds only the new run; the user's own files stay).
     """
     path = Path(path)
-    check_out_dir(path, force)
+    real = check_out_dir(path, force)
     with _writing(path):
-        path.mkdir(parents=True, exist_ok=True)
-        (path / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")
+        real.mkdir(parents=True, exist_ok=True)
+        if replace:
+            clear_earlier_run(real)
+        if not (real / MARKER).exists():
+            (real / MARKER).write_text(MARKER_HEAD)
     return path
 
 
@@ -129,7 +134,7 @@ def write_run(run: PolicyRun, out_dir: Path, fmt: str = "csv") -> list[Path]:
     with _writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
         paths = [
-            write_frame(request_latencies(run.result.requests_frame()), folder / "requests", fmt),
+            write_frame(run.result.requests_frame(), folder / "requests", fmt),
             write_frame(run.result.steps_frame(), folder / "steps", fmt),
             folder / "summary.json",
         ]

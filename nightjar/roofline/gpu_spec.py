@@ -13,35 +13,28 @@ GPU of the same architecture whose measured tables stand in for this one) and
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
-import tomllib
-from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.reading import as_path, loads_json, loads_toml, read_text
 from nightjar.roofline.hardware import GPU, GPUS
 
+MAX_VALUE = 1e7
 REQUIRED = ("bf16_tflops", "memory_bandwidth_gb_s", "memory_gib", "host_link_gb_s")
 OPTIONAL_NUMBERS = ("nvlink_gb_s",)
 OPTIONAL_TEXT = ("name", "description", "like")
 
 
 def _read(spec: str) -> dict[str, Any]:
-    path = Path(spec)
-    if path.suffix.lower() in (".json", ".toml") or path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            raise NightjarInputError(f"cannot read --gpu-spec {spec}: {why or exc}") from None
-        try:
-            data = (
-                json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-            )
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise NightjarInputError(f"--gpu-spec {spec}: cannot parse: {exc}") from None
+    path = as_path(spec, "--gpu-spec")
+    if path.suffix.lower() in (".json", ".toml") or os.path.lexists(path):
+        what = f"--gpu-spec {spec}"
+        text = read_text(path, what)
+        data = loads_json(text, what) if path.suffix.lower() != ".toml" else loads_toml(
+            text, what)
         if not isinstance(data, dict):
             raise NightjarInputError(f"--gpu-spec {spec} must hold an object of keys")
         return data
@@ -64,6 +57,10 @@ def _number(data: dict[str, Any], key: str) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise NightjarInputError(f"--gpu-spec: {key} must be a positive number, got {raw!r}")
+    if value > MAX_VALUE:
+        # TFLOPS, GB/s and GiB: no device is a million times today's largest.
+        raise NightjarInputError(f"--gpu-spec: {key} {value:g} is beyond any device "
+                                 f"(at most {MAX_VALUE:g} in the key's unit)")
     return value
 
 

@@ -7,13 +7,14 @@ multimodal config is refused rather than priced as a dense decoder it is not.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.reading import as_path, read_json
 from nightjar.roofline.hardware import ModelArch
 
 # vLLM's dtype "auto" serves float32 checkpoints in float16: every dtype here is 2 bytes.
@@ -26,12 +27,7 @@ MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise NightjarInputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise NightjarInputError(f"{what} {path} is not JSON: {exc}") from None
+    data = read_json(path, f"{what} {path}")
     if not isinstance(data, dict):
         raise NightjarInputError(f"{what} {path} must hold a JSON object")
     return data
@@ -46,7 +42,7 @@ def _positive_int(cfg: dict[str, Any], key: str, path: Path) -> int:
 
 def tokenizer_ids(path: Path) -> int | None:
     """Token ids a ``tokenizer.json`` uses (largest id + 1), or None when there is none."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     tok = _read_json(path, "tokenizer")
     vocab = tok.get("model", {}).get("vocab") if isinstance(tok.get("model"), dict) else None
@@ -70,7 +66,7 @@ def _name(path: Path, cfg: dict[str, Any]) -> str:
 
 def load_model_config(arg: str) -> ModelArch:
     """The shape in a ``config.json`` (or a directory holding one)."""
-    path = Path(arg)
+    path = as_path(arg, "model config")
     if path.is_dir():
         path = path / "config.json"
     cfg = _read_json(path, "model config")

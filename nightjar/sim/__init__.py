@@ -23,7 +23,13 @@ from nightjar.sim.config import (
     SimConfig,
 )
 from nightjar.sim.engine import SimulationStalled
-from nightjar.sim.runner import check_policies, request_acceptance, simulate, simulate_many
+from nightjar.sim.runner import (
+    check_policies,
+    request_acceptance,
+    servable,
+    simulate,
+    simulate_many,
+)
 from nightjar.sim.servable import OnUnfit, check_fit, fit_or_refuse
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "check_policies",
     "fit_or_refuse",
     "request_acceptance",
+    "servable",
     "simulate",
     "simulate_many",
 ]

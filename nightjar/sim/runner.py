@@ -18,7 +18,7 @@ from nightjar.profile.priors import parse_prior
 from nightjar.sim.config import DraftKVMode, SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
-from nightjar.sim.servable import OnUnfit, fit_or_refuse
+from nightjar.sim.servable import Fit, OnUnfit, fit_or_refuse
 from nightjar.trace.model import Trace
 from nightjar.trace.workloads import get_workload
 
@@ -76,21 +76,6 @@ def policy_env(
     )
 
 
-def _cap_lengths(trace: Trace, cap: int | None) -> tuple[Trace, int]:
-    """The trace under a profile's ``max_model_len`` pin (the paper-config profiles).
-
-    vLLM refuses longer prompts and stops at the cap; the paper's benchmark keeps
-    only requests that fit. Here a prompt is cut to ``cap - 1`` tokens and the
-    output to what is left, so every request still runs; the count is reported.
-    """
-    if cap is None:
-        return trace, 0
-    prompt = np.minimum(trace.prompt_tokens, cap - 1)
-    output = np.minimum(trace.output_tokens, cap - prompt)
-    capped = int(np.sum((prompt != trace.prompt_tokens) | (output != trace.output_tokens)))
-    return dataclasses.replace(trace, prompt_tokens=prompt, output_tokens=output), capped
-
-
 def check_policies(
     specs: Sequence[str], trace: Trace, profile: Profile, config: SimConfig
 ) -> None:
@@ -99,6 +84,14 @@ def check_policies(
     env = policy_env(trace, profile, config)
     for spec in specs:
         make_policy(spec, env)
+
+
+def servable(trace: Trace, profile: Profile, config: SimConfig,
+             on_unfit: OnUnfit = OnUnfit.REFUSE) -> Fit:
+    """The check :func:`simulate` makes before its first step (:func:`fit_or_refuse`,
+    the profile's ``max_model_len`` pin included), for callers that check every input
+    before any run starts."""
+    return fit_or_refuse(trace, profile, config, on_unfit)
 
 
 def simulate(
@@ -119,18 +112,17 @@ def simulate(
     ``on_unfit=SKIP`` left out and counted in ``extra["rejected_requests"]``; the
     others keep their request ids and acceptance rates. ``prior`` is the latency model
     the policy plans with (:func:`nightjar.profile.priors.parse_prior`); the simulation always
-    runs ``profile``. A profile's ``max_model_len`` pin cuts longer requests first
-    (``extra["capped_requests"]``).
+    runs ``profile``. A request longer than the profile's ``max_model_len`` pin (or
+    ``config.max_model_len``) is one that can never run.
     """
     cfg = config or SimConfig()
     if cfg.max_num_seqs > profile.max_batch_size:
         # The engine never runs a batch the profile cannot price.
         cfg = dataclasses.replace(cfg, max_num_seqs=profile.max_batch_size)
-    cut, capped = _cap_lengths(trace, profile.memory.max_model_len)
-    fit = fit_or_refuse(cut, profile, cfg, on_unfit)
+    fit = fit_or_refuse(trace, profile, cfg, on_unfit)
     if alpha is None:
         alpha = request_acceptance(trace, profile, cfg.seed)
-    served = fit.apply(cut)
+    served = fit.apply(trace)
     if fit.rejected.size:
         alpha = alpha[fit.kept]
     env = simpy.Environment()
@@ -153,8 +145,6 @@ def simulate(
     result.extra.update(engine.draft.summary())
     result.extra["context_clamped_steps"] = float(engine.context_clamped_steps)
     result.extra["wall_s"] = wall
-    if profile.memory.max_model_len is not None:
-        result.extra["capped_requests"] = float(capped)
     return result
 
 

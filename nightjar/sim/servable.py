@@ -2,8 +2,10 @@
 
 A request can run only if
 
-- it is no longer than ``max_model_len`` (prompt + output tokens), when the config
-  sets one: vLLM refuses longer requests;
+- it is no longer than ``max_model_len`` (prompt + output tokens), the smaller of
+  the config's (``--max-model-len``) and the profile's (a model's context window, as
+  the paper-config profiles pin 2048) where either is set: vLLM refuses longer
+  requests, and a model cannot attend past its window;
 - alone in the engine, its whole context fits the largest KV pool the engine can
   ever have: ``ceil((prompt + output) / block_size)`` blocks. Its last decode step
   holds ``prompt + output - 1`` tokens plus the one it writes; speculation is cut to
@@ -71,6 +73,15 @@ def kv_capacity(profile: Profile, config: SimConfig) -> int:
     return profile.memory.kv_blocks(draft_resident=not config.offload)
 
 
+def max_model_len(profile: Profile, config: SimConfig) -> tuple[int | None, str]:
+    """The longest request (prompt + output tokens) the run serves, and who set it."""
+    pinned = profile.memory.max_model_len
+    asked = config.max_model_len
+    if pinned is not None and (asked is None or pinned < asked):
+        return pinned, f"profile {profile.name}'s max_model_len"
+    return asked, "--max-model-len"
+
+
 def check_fit(trace: Trace, profile: Profile, config: SimConfig) -> Fit:
     """Split the trace into requests that can run and those that never can."""
     cap = kv_capacity(profile, config)
@@ -78,7 +89,8 @@ def check_fit(trace: Trace, profile: Profile, config: SimConfig) -> Fit:
     # Trace token counts are at most MAX_TOKENS (2**40), so the int64 sum cannot wrap.
     tokens = trace.prompt_tokens + trace.output_tokens
     need = -(-tokens // bs)
-    too_long = tokens > (config.max_model_len or np.iinfo(np.int64).max)
+    limit, by = max_model_len(profile, config)
+    too_long = tokens > (limit or np.iinfo(np.int64).max)
     unfit = (need > cap) | too_long
     bad = np.flatnonzero(unfit)
     kept = np.flatnonzero(~unfit)
@@ -88,7 +100,7 @@ def check_fit(trace: Trace, profile: Profile, config: SimConfig) -> Fit:
         what = (f"request {i} (arrival {float(trace.arrival_s[i]):g} s, prompt "
                 f"{int(trace.prompt_tokens[i])} + output {int(trace.output_tokens[i])} tokens)")
         if too_long[i]:
-            message = f"{what} is longer than --max-model-len {config.max_model_len}"
+            message = f"{what} is longer than {by} {limit}"
         else:
             where = ("without the draft (--offload on)" if config.offload
                      else "with the draft resident")

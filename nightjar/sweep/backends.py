@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.interrupts import default_signals_in_child
 from nightjar.sweep.cell import CellTask, attempt
 
 # done(task, row, error): exactly one of row and error is None.
@@ -30,6 +31,9 @@ Done = Callable[[CellTask, dict[str, Any] | None, str | None], None]
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM and SIGHUP: the driver's handlers raise (nightjar.interrupts); a worker
+    # the driver terminates just ends.
+    default_signals_in_child()
 
 
 def _run_indexed(

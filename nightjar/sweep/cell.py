@@ -10,8 +10,10 @@ trace's arrivals and lengths with the file's seed plus ``k`` (so seed 0 is exact
 the trace ``nightjar sim`` runs). An explicit trace (fixed requests) keeps its
 requests; only the simulator's draws change.
 
-Rate scale: ``s`` divides every arrival time (and the trace's span) by ``s``: the same
-requests arriving ``s`` times as fast, so a load-latency curve compares like for like.
+Rate scale: ``s`` multiplies the request rate (``Trace.rate_scaled``: every arrival
+time and the trace's span divided by ``s``), the same requests arriving ``s`` times as
+fast, so a load-latency curve compares like for like; ``nightjar sim --rate-scale``
+means the same.
 """
 
 from __future__ import annotations
@@ -59,18 +61,20 @@ class Cell:
 
     def run_config(self) -> RunConfig:
         """The cell's settings as the run configuration every entry point shares
-        (checked: a cell's own bad value is a one-line error)."""
-        from nightjar.config import RunConfig
+        (checked: a cell's own bad value is a one-line error naming the flag, which a
+        sweep spells as ``nightjar sim`` does)."""
+        from nightjar.config import RunConfig, flag_of
 
         return RunConfig.build({
-            "policies": (self.policy,), "seed": self.seed, "gamma_max": self.gamma_max,
+            "policies": (self.policy,), "seed": self.seed, "rate_scale": self.rate_scale,
+            "gamma_max": self.gamma_max,
             "prior": self.prior, "draft_kv": self.draft_kv, "acceptance": self.acceptance_model,
             "offload": self.offload, "reload": self.reload, "engine": self.engine,
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len, "on_unfit": self.on_unfit, "oracle": False,
             "slo_ttft": self.slo_ttft, "slo_tpot": self.slo_tpot,
-        })
+        }, spell=flag_of)
 
     def key(self, trace_digest: str, profile_digest: str) -> str:
         """The cell's identity: its parameters, the exact trace and profile contents,
@@ -115,23 +119,15 @@ def _profile(text: str, label: str) -> Any:
     return _CACHE[cache_key]
 
 
-def scale_rate(trace: Any, scale: float) -> Any:
-    """The same requests arriving ``scale`` times as fast (see the module docstring)."""
-    if scale == 1.0:
-        return trace
-    span = None if trace.span_s is None else trace.span_s / scale
-    return dataclasses.replace(trace, arrival_s=trace.arrival_s / scale, span_s=span)
-
-
 def run_cell(task: CellTask) -> dict[str, Any]:
     """Simulate one cell and return its table row (cell parameters + every summary column)."""
     from nightjar.results.metrics import summarize
     from nightjar.sim import OnUnfit, simulate
 
     cell = task.cell
-    trace = scale_rate(_trace(task.trace_text, cell.trace, cell.seed), cell.rate_scale)
-    profile = _profile(task.profile_text, cell.profile)
     config = cell.run_config()
+    trace = _trace(task.trace_text, cell.trace, cell.seed).rate_scaled(config.rate_scale)
+    profile = _profile(task.profile_text, cell.profile)
     result = simulate(trace, profile, cell.policy, config.sim_config(),
                       on_unfit=OnUnfit(config.on_unfit), prior=config.prior)
     summary = summarize(result, config.slo()).as_dict()

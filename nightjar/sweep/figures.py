@@ -3,7 +3,12 @@
 A *series* is one combination of the grid's non-load axes (policy, profile, offload,
 ...); its points are the rate scales, drawn at the mean offered rate of that scale's
 seeds. Each point is the mean over seeds, and the shaded band its 95% t interval
-(:func:`nightjar.results.stats.mean_interval`); one seed draws no band.
+(:func:`nightjar.results.stats.mean_interval`), drawn as a filled area only and
+clipped to the metric's range (a latency is never below 0, an SLO attainment never
+outside 0..100%): the t interval of a few seeds may reach past them. One seed draws
+no band. A series takes its policy's colour, the same as in every other report
+(:mod:`nightjar.report.colors`); series of one policy that differ in another axis
+differ in their dash.
 """
 
 from __future__ import annotations
@@ -16,20 +21,27 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from nightjar.report.colors import policy_colors
 from nightjar.results.stats import mean_interval
 
 # Axes that tell series apart, in the order labels name them.
 SERIES_AXES = ("policy", "profile", "offload", "reload", "draft_kv", "acceptance_model",
                "gamma_max", "max_num_seqs", "max_num_batched_tokens", "engine", "prior",
                "max_model_len")
-# (column, panel title, scale to display units)
-LATENCY = (("ttft_s_p50", "TTFT p50 (s)", 1.0), ("ttft_s_p99", "TTFT p99 (s)", 1.0),
-           ("tpot_s_p50", "TPOT p50 (ms)", 1e3), ("tpot_s_p99", "TPOT p99 (ms)", 1e3))
-THROUGHPUT = (("throughput_tok_s", "throughput (tok/s)", 1.0),
-              ("goodput_req_s", "goodput (req/s)", 1.0))
-ATTAINMENT = (("slo_attainment", "SLO attainment (%)", 100.0),)
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22", "#17becf")
+# (column, panel title, scale to display units, the metric's range in display units)
+Panel = tuple[str, str, float, tuple[float, float]]
+NONNEG = (0.0, math.inf)
+LATENCY: tuple[Panel, ...] = (
+    ("ttft_s_p50", "TTFT p50 (s)", 1.0, NONNEG), ("ttft_s_p99", "TTFT p99 (s)", 1.0, NONNEG),
+    ("tpot_s_p50", "TPOT p50 (ms)", 1e3, NONNEG), ("tpot_s_p99", "TPOT p99 (ms)", 1e3, NONNEG),
+)
+THROUGHPUT: tuple[Panel, ...] = (("throughput_tok_s", "throughput (tok/s)", 1.0, NONNEG),
+                                 ("goodput_req_s", "goodput (req/s)", 1.0, NONNEG))
+ATTAINMENT: tuple[Panel, ...] = (("slo_attainment", "SLO attainment (%)", 100.0, (0.0, 100.0)),)
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# What a table needs for the figures (the columns every sweep table has).
+REQUIRED_COLUMNS = ("trace", "policy", "rate_scale", "rate_rps", "seed",
+                    *(col for col, _, _, _ in LATENCY + THROUGHPUT + ATTAINMENT))
 
 
 def series_labels(frame: pd.DataFrame) -> pd.Series:
@@ -56,7 +68,8 @@ def aggregate(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     for (trace, series, scale), group in data.groupby(
         ["trace", "series", "rate_scale"], sort=False
     ):
-        row: dict[str, object] = {"trace": trace, "series": series, "rate_scale": scale,
+        row: dict[str, object] = {"trace": trace, "series": series,
+                                  "policy": str(group["policy"].iloc[0]), "rate_scale": scale,
                                   "rate_rps": float(group["rate_rps"].mean()),
                                   "n": len(group)}
         for col in columns:
@@ -76,9 +89,32 @@ def _rgba(color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+def series_styles(agg: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """(colour, dash) per series: the policy's colour; the k-th series of one policy
+    (in the grid's order) the k-th dash."""
+    first = agg.drop_duplicates("series")
+    policy_of = dict(zip(first["series"], first["policy"], strict=True))
+    colors = policy_colors(policy_of.values())
+    seen: dict[str, int] = {}
+    out: dict[str, tuple[str, str]] = {}
+    for series, policy in policy_of.items():
+        k = seen.get(policy, 0)
+        seen[policy] = k + 1
+        out[series] = (colors[policy], DASHES[k % len(DASHES)])
+    return out
+
+
+def band(lo: Sequence[float], hi: Sequence[float], bounds: tuple[float, float]
+         ) -> tuple[list[float], list[float]]:
+    """The interval clipped to the metric's range (NaN stays NaN: no band there)."""
+    low, high = bounds
+    return (np.clip(np.asarray(lo, dtype=float), low, high).tolist(),
+            np.clip(np.asarray(hi, dtype=float), low, high).tolist())
+
+
 def curves_figure(
     frame: pd.DataFrame,
-    panels: Sequence[tuple[str, str, float]],
+    panels: Sequence[Panel],
     title: str,
     trace: str | None = None,
 ) -> go.Figure:
@@ -86,27 +122,35 @@ def curves_figure(
     if trace is not None:
         frame = frame[frame["trace"] == trace]
     agg = aggregate(frame, [p[0] for p in panels])
+    styles = series_styles(agg)
     cols = min(len(panels), 2)
     rows = math.ceil(len(panels) / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[1] for p in panels])
-    for k, series in enumerate(dict.fromkeys(agg["series"])):
-        color = COLORS[k % len(COLORS)]
+    for series in dict.fromkeys(agg["series"]):
+        color, dash = styles[series]
         part = agg[agg["series"] == series]
         x = part["rate_rps"].tolist()
-        for j, (col, _, scale) in enumerate(panels):
+        for j, (col, _, scale, bounds) in enumerate(panels):
             r, c = j // cols + 1, j % cols + 1
-            hi = (part[f"{col}_hi"] * scale).tolist()
-            lo = (part[f"{col}_lo"] * scale).tolist()
+            lo, hi = band(part[f"{col}_lo"] * scale, part[f"{col}_hi"] * scale, bounds)
             if (part["n"] > 1).any():
+                # mode="lines" with no width: the area only (without a mode plotly
+                # draws a marker at every corner of the polygon).
                 fig.add_trace(go.Scatter(
                     x=x + x[::-1], y=hi + lo[::-1], fill="toself", fillcolor=_rgba(color, 0.18),
-                    line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=series,
+                    mode="lines", line={"width": 0, "color": color}, hoverinfo="skip",
+                    showlegend=False, legendgroup=series, name=f"{series} 95% band",
                 ), row=r, col=c)
             fig.add_trace(go.Scatter(
                 x=x, y=(part[col] * scale).tolist(), name=series, mode="lines+markers",
-                line={"color": color}, legendgroup=series, showlegend=j == 0,
+                line={"color": color, "dash": dash}, marker={"color": color, "size": 6},
+                legendgroup=series, showlegend=j == 0,
             ), row=r, col=c)
             fig.update_xaxes(title_text="offered rate (req/s)", row=r, col=c)
+            if bounds == (0.0, 100.0):
+                fig.update_yaxes(range=[-2, 102], row=r, col=c)
+            else:
+                fig.update_yaxes(rangemode="tozero", row=r, col=c)
     fig.update_layout(title=title, template="plotly_white", height=330 * rows + 80,
                       width=1000, margin={"t": 80})
     return fig

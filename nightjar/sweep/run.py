@@ -12,7 +12,6 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +45,46 @@ class SweepOutcome:
 
 
 def _trace_text(name: str) -> str:
-    """The trace's JSON text, validated (a bad trace fails before any cell runs)."""
-    from nightjar.trace.model import bundled_traces, load_trace
+    """The trace's JSON text, read once (never blocking) and validated: a bad trace
+    fails before any cell runs, and every cell runs the very text checked here. Cells
+    take JSON text: a parquet trace ships as the explicit form of the same requests."""
+    from nightjar.reading import loads_json
+    from nightjar.trace.columnar import is_parquet
+    from nightjar.trace.model import load_trace, materialize, read_trace_source, trace_to_json
+    from nightjar.trace.schema import parse_trace_json
 
-    load_trace(name)
-    path = Path(name)
-    if path.is_file():
-        return path.read_text(encoding="utf-8")
-    stem = name[:-5] if name.endswith(".json") else name
-    if stem not in bundled_traces():  # pragma: no cover - load_trace already refused it
-        raise NightjarInputError(f"trace {name!r} not found")
-    return resources.files("nightjar.traces").joinpath(f"{stem}.json").read_text("utf-8")
+    if is_parquet(Path(name)):
+        return json.dumps(trace_to_json(load_trace(name)))
+    label, text, default_name = read_trace_source(name)
+    materialize(parse_trace_json(loads_json(text, label), label, default_name))
+    return text
+
+
+def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, Any]) -> None:
+    """What every cell will run, checked before the first one does: each trace at each
+    seed and rate scale is a valid trace, and each of its requests can ever run on each
+    profile under each cell's memory settings (or ``--on-unfit skip`` leaves it out)."""
+    from nightjar.sim import OnUnfit, servable
+    from nightjar.sweep.cell import _trace
+
+    fits = {(c.profile, c.offload, c.max_model_len): c for c in spec.cells()}
+    for name, text in traces.items():
+        for seed in spec.axes["seeds"]:
+            trace = _trace(text, name, seed)
+            for scale in spec.axes["rate_scale"]:
+                try:
+                    trace.rate_scaled(scale)
+                except NightjarInputError as exc:
+                    raise NightjarInputError(
+                        f"--rate-scale {scale:g} on trace {name}: {exc}") from None
+            for (pname, _, _), cell in fits.items():
+                cfg = cell.run_config().sim_config()
+                try:
+                    servable(trace, profiles[pname], cfg, OnUnfit(spec.on_unfit))
+                except NightjarInputError as exc:
+                    seeded = f" (seed {seed})" if len(spec.axes["seeds"]) > 1 else ""
+                    raise NightjarInputError(
+                        f"trace {name}{seeded} on profile {pname}: {exc}") from None
 
 
 def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
@@ -64,13 +92,14 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
     bad value anywhere fails before the first cell runs."""
     from nightjar.core.policy import PolicyEnv
     from nightjar.policies.registry import make_policy
+    from nightjar.profile.priors import parse_prior
 
     for name, profile in profiles.items():
         for g in spec.axes["gamma_max"]:
             if g > profile.gamma_max:
                 raise NightjarInputError(
-                    f"gamma_max {g} exceeds profile {name}'s table (gamma <= {profile.gamma_max})"
-                )
+                    f"--gamma-max {g} exceeds profile {name}'s table (gamma <= "
+                    f"{profile.gamma_max})")
     seen: set[tuple[Any, ...]] = set()
     for cell in spec.cells():
         params = cell.params()
@@ -84,8 +113,10 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
             config.check_profile(profile)
         except NightjarInputError as exc:
             raise NightjarInputError(f"profile {cell.profile}: {exc}") from None
-        make_policy(cell.policy, PolicyEnv(
-            gamma_max=config.gamma_max, latency=profile, drafter=profile.drafter))
+        # As the cell will build it: planning with its prior (``none``: no table).
+        make_policy(cell.policy, PolicyEnv(gamma_max=config.gamma_max,
+                                           latency=parse_prior(config.prior, profile),
+                                           truth=profile, drafter=profile.drafter))
 
 
 def plan(spec: SweepSpec) -> list[CellTask]:
@@ -98,6 +129,7 @@ def plan(spec: SweepSpec) -> list[CellTask]:
     traces = {name: _trace_text(name) for name in spec.axes["trace"]}
     profiles = {name: load_profile(name) for name in spec.axes["profile"]}
     _check_cells(spec, profiles)
+    _check_inputs(spec, traces, profiles)
     profile_texts = {n: json.dumps(p.to_json(), sort_keys=True) for n, p in profiles.items()}
     digests = {t: digest(t) for t in [*traces.values(), *profile_texts.values()]}
     tasks = []

@@ -12,7 +12,6 @@ import dataclasses
 import difflib
 import itertools
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from nightjar.config import RunConfig
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
+from nightjar.reading import as_path, loads_toml, read_text
 from nightjar.sweep.cell import Cell
 
 _D = RunConfig()  # the defaults every entry point shares (nightjar.config)
@@ -54,6 +54,9 @@ AXES: dict[str, tuple[type, tuple[Any, ...]]] = {
 SCALARS: dict[str, Any] = {"slo_ttft": _D.slo_ttft, "slo_tpot": _D.slo_tpot,
                            "on_unfit": _D.on_unfit}
 KEYS = tuple(AXES) + tuple(SCALARS)
+# More cells than this is a typo (seeds = 1000000000), not a sweep: at a second or more
+# per cell it would run for days, and listing the grid alone would exhaust memory.
+MAX_CELLS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -90,18 +93,22 @@ class SweepSpec:
 
 def read_config(path: Path) -> dict[str, Any]:
     """The TOML file's keys (top level, or under a ``[sweep]`` table)."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise NightjarInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise NightjarInputError(f"{path}: malformed TOML ({exc})") from None
+    what = f"--config {path}"
+    data = loads_toml(read_text(as_path(path, "--config"), what), what)
     if set(data) == {"sweep"} and isinstance(data["sweep"], dict):
         data = data["sweep"]
     # The file may spell axes in the plural, as people write them in prose.
     plural = {"traces": "trace", "profiles": "profile", "policies": "policy",
               "rate_scales": "rate_scale", "seed": "seeds"}
     return {plural.get(k, k): v for k, v in data.items()}
+
+
+def _label(name: str, where: str) -> str:
+    """How the user wrote a key: ``--gamma-max`` on the command line, ``gamma_max`` in
+    the file (named) or the API."""
+    if where == "flags":
+        return "--" + name.replace("_", "-")
+    return f"{where}: {name}"
 
 
 def _unknown(key: str, where: str) -> NightjarInputError:
@@ -113,17 +120,20 @@ def _unknown(key: str, where: str) -> NightjarInputError:
 def _values(name: str, raw: Any, where: str) -> tuple[Any, ...]:
     kind = AXES[name][0]
     if name == "seeds" and isinstance(raw, int) and not isinstance(raw, bool):
-        if raw < 0:
-            raise NightjarInputError(f"{where}: seeds must be >= 0 (got {raw})")
+        if raw < 1:
+            raise NightjarInputError(f"{_label(name, where)} must be >= 1 (got {raw})")
+        if raw > MAX_CELLS:
+            raise NightjarInputError(
+                f"{_label(name, where)} {raw} makes more than {MAX_CELLS} cells")
         raw = list(range(raw))
     items = list(raw) if isinstance(raw, list | tuple) else [raw]
     if not items:
-        raise NightjarInputError(f"{where}: empty grid: {name} has no values")
+        raise NightjarInputError(f"{_label(name, where)}: empty grid: no values")
     out: list[Any] = []
     for item in items:
         out.append(_one(name, kind, item, where))
     if len(set(out)) != len(out):
-        raise NightjarInputError(f"{where}: {name} lists a value twice")
+        raise NightjarInputError(f"{_label(name, where)} lists a value twice")
     return tuple(out)
 
 
@@ -137,21 +147,21 @@ def _one(name: str, kind: type, item: Any, where: str) -> Any:
             math.isfinite(item) and item > 0
         ):
             raise NightjarInputError(
-                f"{where}: bad {name} {item!r}: must be a finite number > 0"
+                f"{_label(name, where)} {item!r}: must be a finite number > 0"
             )
         return float(item)
     if kind is int:
         if isinstance(item, bool) or not isinstance(item, int):
-            raise NightjarInputError(f"{where}: bad {name} {item!r}: must be an integer")
+            raise NightjarInputError(f"{_label(name, where)} {item!r}: must be an integer")
         low = 0 if name == "seeds" else 1
         if item < low:
-            raise NightjarInputError(f"{where}: bad {name} {item}: must be >= {low}")
+            raise NightjarInputError(f"{_label(name, where)} {item}: must be >= {low}")
         return item
     if not isinstance(item, str) or not item.strip():
-        raise NightjarInputError(f"{where}: bad {name} {item!r}: must be a non-empty string")
+        raise NightjarInputError(f"{_label(name, where)} {item!r}: must be a non-empty string")
     if name in CHOICES and item not in CHOICES[name]:
         raise NightjarInputError(
-            f"{where}: bad {name} {item!r} (choose from {', '.join(CHOICES[name])})"
+            f"{_label(name, where)} {item!r}: choose from {', '.join(CHOICES[name])}"
         )
     return item.strip()
 
@@ -177,22 +187,30 @@ def build_spec(
     for name, (_, default) in AXES.items():
         raw, where = merged.get(name, (list(default), "defaults"))
         axes[name] = _values(name, raw, where)
+    cells = math.prod(len(v) for v in axes.values())
+    if cells > MAX_CELLS:
+        raise NightjarInputError(
+            f"{source}: the grid has {cells} cells, more than the {MAX_CELLS} a sweep runs "
+            f"({' x '.join(f'{len(v)} {k}' for k, v in axes.items() if len(v) > 1)})")
     scalars: dict[str, float] = {}
     on_unfit, where = merged.get("on_unfit", (_D.on_unfit, "defaults"))
     if on_unfit not in RUN_CHOICES["on_unfit"]:
-        raise NightjarInputError(f"{where}: bad on_unfit {on_unfit!r} (choose from "
-                                 f"{', '.join(RUN_CHOICES['on_unfit'])})")
+        raise NightjarInputError(f"{_label('on_unfit', where)} {on_unfit!r}: choose from "
+                                 f"{', '.join(RUN_CHOICES['on_unfit'])}")
     for name, default_value in SCALARS.items():
         if name == "on_unfit":
             continue
         raw, where = merged.get(name, (default_value, "defaults"))
         if isinstance(raw, bool) or not isinstance(raw, int | float):
-            raise NightjarInputError(f"{where}: {name} must be a number of seconds (got {raw!r})")
+            raise NightjarInputError(
+                f"{_label(name, where)} must be a number of seconds (got {raw!r})")
         scalars[name] = float(raw)
-    try:
-        slo = Slo(ttft_s=scalars["slo_ttft"], tpot_s=scalars["slo_tpot"])
-    except ValueError as exc:
-        raise NightjarInputError(f"{source}: {exc}") from None
+    for name in ("slo_ttft", "slo_tpot"):
+        if not (math.isfinite(scalars[name]) and scalars[name] > 0):
+            where = merged.get(name, (None, "defaults"))[1]
+            raise NightjarInputError(
+                f"{_label(name, where)} {scalars[name]:g}: must be a finite number of seconds > 0")
+    slo = Slo(ttft_s=scalars["slo_ttft"], tpot_s=scalars["slo_tpot"])
     return SweepSpec(axes=axes, slo=slo, on_unfit=on_unfit)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
+from nightjar.reading import as_path, check_folder, check_regular, open_regular, read_json
 from nightjar.results.outdir import MARKER
 
 SPEC_FILE = "sweep.json"
@@ -56,12 +57,16 @@ def prepare_sweep_dir(out: Path, force: bool) -> Path:
 
     A non-empty folder that is not a sweep is refused unless ``force``.
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise NightjarInputError(f"cannot write to {out}: it exists and is not a directory")
-    if out.is_dir() and not (out / SPEC_FILE).is_file() and any(out.iterdir()) and not force:
+    from nightjar.results.outdir import check_out_dir
+
+    shown = Path(out)
+    # Resolved and checked as any --out (symlinks, FIFOs, read-only mounts, long names);
+    # an earlier sweep there is not "files": that is how a sweep resumes.
+    out = check_out_dir(out, force=True)  # the emptiness rule is the next one
+    resumes = (out / SPEC_FILE).is_file()
+    if out.is_dir() and not resumes and any(out.iterdir()) and not force:
         raise NightjarInputError(
-            f"output directory {out} already holds files that are not a sweep; "
+            f"output directory {shown} already holds files that are not a sweep; "
             "choose a new directory or pass --force to write into it"
         )
     try:
@@ -87,9 +92,11 @@ def load_cell(out: Path, key: str) -> dict[str, Any] | None:
     """A finished cell's row, or None if the cell has not run (or its file is unreadable,
     which can only be a file someone else damaged: it is then recomputed)."""
     path = cell_path(out, key)
+    if not os.path.lexists(path):
+        return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = read_json(path, f"{path}")  # never blocks: a FIFO there is refused
+    except NightjarInputError:
         return None
     row = doc.get("row") if isinstance(doc, dict) else None
     return row if isinstance(row, dict) and row.get("cell") == key else None
@@ -128,16 +135,22 @@ def write_table(out: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
 
 def load_table(folder: Path) -> pd.DataFrame:
     """The table of a finished sweep folder (parquet when present, else CSV)."""
-    folder = Path(folder)
-    if not (folder / SPEC_FILE).is_file():
+    folder = as_path(folder, "sweep folder")
+    check_folder(folder, f"sweep folder {folder}")
+    if not os.path.lexists(folder / SPEC_FILE):
         raise NightjarInputError(f"{folder} is not a sweep folder: missing {SPEC_FILE}")
+    check_regular(folder / SPEC_FILE, f"{folder / SPEC_FILE}")
     parquet, csv = folder / "results.parquet", folder / "results.csv"
     try:
-        if parquet.is_file():
+        if os.path.lexists(parquet):
             try:
-                return pd.read_parquet(parquet)
+                with open_regular(parquet, f"{parquet}") as f:
+                    return pd.read_parquet(f)
             except ImportError:
                 pass
-        return pd.read_csv(csv)
-    except (OSError, ValueError) as exc:
+        with open_regular(csv, f"{csv}") as f:
+            return pd.read_csv(f)
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        if isinstance(exc, NightjarInputError):
+            raise
         raise NightjarInputError(f"{folder}: unreadable sweep table ({exc})") from None

@@ -12,17 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.reading import check_regular, loads_json, read_text
+from nightjar.reading import check_regular, clean_text, loads_json, read_text
 from nightjar.trace.csv_rows import csv_rows
+from nightjar.trace.fast_csv import SlowPath, Window, chunks, counts, seconds
 from nightjar.trace.model import Prompt, Trace
-from nightjar.trace.schema import MIN_BURSTINESS, check_seed
+from nightjar.trace.schema import MIN_BURSTINESS, check_arrival, check_seed
 from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -45,8 +46,10 @@ def _timestamp(text: str, where: str) -> float:
     except ValueError:
         pass
     try:
-        # Python 3.11 reads the 7-digit fractions Azure writes (18:15:46.6805900).
-        return datetime.fromisoformat(text.strip()).timestamp()
+        # Python 3.11 reads the 7-digit fractions Azure writes (18:15:46.6805900). A
+        # time without a zone is UTC: the same instant on every machine.
+        stamp = datetime.fromisoformat(text.strip())
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
     except (ValueError, OverflowError, OSError):
         raise NightjarInputError(f"{where}: TIMESTAMP {text!r} is not a datetime") from None
 
@@ -114,13 +117,50 @@ def import_azure_csv(
     ``[start_s, start_s + duration_s)``, re-based so ``start_s`` is time 0; then the
     first ``limit`` of them in file order. Rows with zero tokens are skipped (they
     cannot be served); rows earlier than the first row are rejected, since the base
-    time would be ambiguous.
+    time would be ambiguous. The file is read in chunks (:mod:`nightjar.trace.fast_csv`):
+    memory holds one chunk and the window's rows, whatever the file's size.
     """
     get_workload(workload)
     path = Path(path)
+    check_regular(path, f"{path}")
+    try:
+        arrival, prompt, output, zero, non_finite = _azure_fast(path, start_s, duration_s, limit)
+    except SlowPath:
+        arrival, prompt, output, zero, non_finite = _azure_rows(path, start_s, duration_s, limit)
+    reasons = [f"{n} {why}" for n, why in (
+        (zero, "with zero ContextTokens or GeneratedTokens"),
+        (non_finite, "with a NaN or infinite TIMESTAMP"),
+    ) if n]
+    if not arrival and reasons:
+        why = "; ".join(reasons)
+        raise NightjarInputError(f"{path}: no usable requests to import (skipped {why})")
+    trace = _explicit(name or path.stem, arrival, prompt, output, workload, None, path,
+                      f"Imported from Azure LLM inference trace {path.name}")
+    return trace, ImportReport(len(arrival), zero + non_finite, "; ".join(reasons))
+
+
+Rows = tuple[list[float], list[int], list[int], int, int]
+
+
+def _azure_fast(path: Path, start_s: float, duration_s: float | None, limit: int | None
+                ) -> Rows:
+    end = math.inf if duration_s is None else start_s + duration_s
+    window = Window(start_s, end, limit)
+    for chunk in chunks(path, AZURE_COLUMNS, text=("TIMESTAMP",)):
+        ctx = counts(chunk["ContextTokens"])
+        gen = counts(chunk["GeneratedTokens"])
+        window.offer(seconds(chunk["TIMESTAMP"]), ctx, gen)
+        if window.full:
+            break
+    kept = window.kept
+    return (*kept.columns(), kept.zero, kept.non_finite)
+
+
+def _azure_rows(path: Path, start_s: float, duration_s: float | None, limit: int | None
+                ) -> Rows:
+    """The row-by-row reader: the reference, and the one that names a bad line."""
     window = TimeWindow(start_s, duration_s, limit)
     non_finite = 0
-    check_regular(path, f"{path}")
     for where, row in csv_rows(path, AZURE_COLUMNS):
         ts = _timestamp(row["TIMESTAMP"], where)
         ctx = _count(row["ContextTokens"], "ContextTokens", where)
@@ -130,18 +170,7 @@ def import_azure_csv(
             continue
         if window.take(window.rebase(ts, where, "TIMESTAMP"), ctx, gen):
             break
-    zero = window.zero
-    reasons = [f"{n} {why}" for n, why in (
-        (zero, "with zero ContextTokens or GeneratedTokens"),
-        (non_finite, "with a NaN or infinite TIMESTAMP"),
-    ) if n]
-    if not window.arrival and reasons:
-        why = "; ".join(reasons)
-        raise NightjarInputError(f"{path}: no usable requests to import (skipped {why})")
-    trace = _explicit(name or path.stem, window.arrival, window.prompt, window.output,
-                      workload, None, path,
-                      f"Imported from Azure LLM inference trace {path.name}")
-    return trace, ImportReport(len(window.arrival), zero + non_finite, "; ".join(reasons))
+    return window.arrival, window.prompt, window.output, window.zero, non_finite
 
 
 def _explicit(name: str, arrival: list[float], prompt: list[int], output: list[int],
@@ -149,6 +178,7 @@ def _explicit(name: str, arrival: list[float], prompt: list[int], output: list[i
               seed: int = 0) -> Trace:
     if not arrival:
         raise NightjarInputError(f"{path}: no usable requests to import")
+    check_arrival(max(arrival), f"{path}: the latest arrival")
     order = np.argsort(np.asarray(arrival), kind="stable")
     n = len(arrival)
     return Trace(
@@ -162,6 +192,23 @@ def _explicit(name: str, arrival: list[float], prompt: list[int], output: list[i
         prompts=None if prompts is None else [prompts[i] for i in order],
         description=desc,
     )
+
+
+def renewal_arrivals(n: int, rate_rps: float, burstiness: float, seed: int) -> list[float]:
+    """``n`` arrival times of a gamma renewal process at ``rate_rps`` (shape
+    ``burstiness``: 1 Poisson, < 1 burstier), the first at time 0; ``inf`` sends all
+    at time 0, as vLLM's benchmark does by default."""
+    check_seed(seed)
+    if not (rate_rps > 0) or not (MIN_BURSTINESS <= burstiness < math.inf):
+        raise NightjarInputError(
+            f"--rate must be > 0 (or inf) and --burstiness a finite number >= {MIN_BURSTINESS}"
+        )
+    if math.isinf(rate_rps):
+        return [0.0] * n
+    rng = np.random.default_rng([seed, 0, 0])
+    gaps = rng.gamma(burstiness, 1.0 / (rate_rps * burstiness), size=max(n - 1, 0))
+    out: list[float] = np.concatenate([[0.0], np.cumsum(gaps)]).tolist()[:n]
+    return out
 
 
 def estimate_tokens(text: str) -> int:
@@ -194,7 +241,7 @@ def _pair(entry: Any, where: str) -> tuple[str, str] | None:
             raise NightjarInputError(f"{where}.conversations[{j}]: expected {{'from', 'value'}}")
     for j in range(len(turns) - 1):
         if turns[j].get("from") in _HUMAN and turns[j + 1].get("from") not in _HUMAN:
-            p, o = turns[j]["value"], turns[j + 1]["value"]
+            p, o = clean_text(turns[j]["value"]), clean_text(turns[j + 1]["value"])
             return (p, o) if p.strip() and o.strip() else None
     return None
 
@@ -221,7 +268,7 @@ def import_sharegpt(
         raise NightjarInputError(
             f"--rate must be > 0 (or inf) and --burstiness a finite number >= {MIN_BURSTINESS}"
         )
-    data = loads_json(read_text(path, f"{path}"), f"{path}")
+    data = loads_json(read_text(path, f"{path}"), f"{path}", surrogates=True)
     if not isinstance(data, list):
         raise NightjarInputError(f"{path}: expected a JSON list of conversations")
     texts: list[str] = []
@@ -239,12 +286,7 @@ def import_sharegpt(
         prompt.append(count_tokens(pair[0]))
         output.append(count_tokens(pair[1]))
     n = len(texts)
-    if math.isinf(rate_rps):
-        arrival = [0.0] * n
-    else:
-        rng = np.random.default_rng([seed, 0, 0])
-        gaps = rng.gamma(burstiness, 1.0 / (rate_rps * burstiness), size=max(n - 1, 0))
-        arrival = np.concatenate([[0.0], np.cumsum(gaps)]).tolist()[:n]
+    arrival = renewal_arrivals(n, rate_rps, burstiness, seed)
     reason = "no human turn followed by a reply" if skipped else ""
     prompts: list[Prompt] | None = list(texts) if keep_prompts else None
     trace = _explicit(name or path.stem, arrival, prompt, output, workload, prompts, path,

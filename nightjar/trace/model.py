@@ -8,21 +8,23 @@ specified in docs/traces.md. Loading always yields a fully materialized
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.reading import loads_json
+from nightjar.reading import as_path, loads_json, read_text
 from nightjar.trace.schema import (
     FORMAT_VERSION,
     SegmentSpec,
     TraceSpec,
+    check_arrival,
     check_seed,
     parse_trace_json,
 )
@@ -57,25 +59,32 @@ class Trace:
     speculate: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        for name in ("arrival_s", "prompt_tokens", "output_tokens", "workload", "acceptance"):
+            if not isinstance(getattr(self, name), np.ndarray):
+                raise NightjarInputError(
+                    f"Trace.{name} must be a numpy array (build traces with "
+                    "Trace.from_requests or Trace.from_segments)")
         n = len(self.arrival_s)
         arrays = (self.prompt_tokens, self.output_tokens, self.workload, self.acceptance)
         if n == 0 or any(len(a) != n for a in arrays):
-            raise ValueError("trace arrays must be non-empty and of equal length")
+            raise NightjarInputError("trace arrays must be non-empty and of equal length")
         if self.prompts is not None and len(self.prompts) != n:
-            raise ValueError("trace prompts must have one entry per request")
+            raise NightjarInputError("trace prompts must have one entry per request")
         if self.speculate is not None and len(self.speculate) != n:
-            raise ValueError("trace speculate flags must have one entry per request")
+            raise NightjarInputError("trace speculate flags must have one entry per request")
         if not np.isfinite(self.arrival_s).all():
-            raise ValueError("trace arrivals must be finite")
+            raise NightjarInputError("trace arrivals must be finite")
         if self.arrival_s[0] < 0 or np.any(np.diff(self.arrival_s) < 0):
-            raise ValueError("trace arrivals must be >= 0 and non-decreasing")
+            raise NightjarInputError("trace arrivals must be >= 0 and non-decreasing")
+        check_arrival(float(max(self.arrival_s[-1], self.span_s or 0.0)),
+                      f"trace {self.name!r}: the last arrival")
         if self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1:
-            raise ValueError("trace token counts must be >= 1")
+            raise NightjarInputError("trace token counts must be >= 1")
         if self.prompt_tokens.max() > MAX_TOKENS or self.output_tokens.max() > MAX_TOKENS:
-            raise ValueError(f"trace token counts must be <= {MAX_TOKENS}")
+            raise NightjarInputError(f"trace token counts must be <= {MAX_TOKENS}")
         acc = self.acceptance[~np.isnan(self.acceptance)]
         if acc.size and (acc.min() < 0 or acc.max() >= 1):
-            raise ValueError("trace acceptance must be NaN or in [0, 1)")
+            raise NightjarInputError("trace acceptance must be NaN or in [0, 1)")
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -84,6 +93,33 @@ class Trace:
     def duration_s(self) -> float:
         last = float(self.arrival_s[-1])
         return last if self.span_s is None else max(last, self.span_s)
+
+    def rate_scaled(self, scale: float) -> Trace:
+        """The same requests arriving ``scale`` times as fast: every arrival time and
+        the span divided by ``scale`` (``--rate-scale``: 2 doubles the request rate)."""
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
+            math.isfinite(scale) and scale > 0
+        ):
+            raise NightjarInputError(f"rate scale must be a finite number > 0, got {scale!r}")
+        if scale == 1.0:
+            return self
+        span = None if self.span_s is None else self.span_s / scale
+        return dataclasses.replace(self, arrival_s=self.arrival_s / scale, span_s=span)
+
+    def head(self, n: int) -> Trace:
+        """The first ``n`` requests (all when there are fewer); the trace then ends at
+        its last kept arrival."""
+        if n >= len(self):
+            return self
+        cut = slice(0, max(n, 1))
+        return dataclasses.replace(
+            self,
+            arrival_s=self.arrival_s[cut], prompt_tokens=self.prompt_tokens[cut],
+            output_tokens=self.output_tokens[cut], workload=self.workload[cut],
+            acceptance=self.acceptance[cut],
+            prompts=None if self.prompts is None else self.prompts[cut],
+            span_s=None, speculate=None if self.speculate is None else self.speculate[cut],
+        )
 
     @classmethod
     def from_segments(
@@ -101,6 +137,10 @@ class Trace:
         file format's segment fields (``rate_rps``, ``duration_s``, ``burstiness``,
         ``workload``, ``prompt_tokens``, ``output_tokens``, ``acceptance``).
         """
+        if not isinstance(segments, list | tuple):
+            raise NightjarInputError(
+                f"segments must be a list of (rate_rps, duration_s[, burstiness]) or dicts,"
+                f" got {type(segments).__name__}")
         segs = [dict(s) if isinstance(s, Mapping) else _segment_tuple(s, k)
                 for k, s in enumerate(segments)]
         doc = {"name": name, "seed": seed, "workload": workload, "description": description,
@@ -120,8 +160,14 @@ class Trace:
         """An explicit trace built in memory from request dicts or a DataFrame whose
         columns are the file format's request fields (``arrival_s``, ``prompt_tokens``,
         ``output_tokens``, optional ``workload``, ``acceptance``, ``prompt``)."""
-        if hasattr(requests, "to_dict"):  # a pandas DataFrame
+        if hasattr(requests, "to_dict") and hasattr(requests, "columns"):  # a DataFrame
             requests = requests.to_dict("records")
+        if not isinstance(requests, list | tuple) or not all(
+                isinstance(r, Mapping) for r in requests):
+            raise NightjarInputError(
+                "requests must be a list of request dicts or a DataFrame, got "
+                f"{type(requests).__name__}"
+                + ("" if not isinstance(requests, list | tuple) else " of non-dicts"))
         rows = [{k: _plain(v) for k, v in dict(r).items() if not _missing(v)} for r in requests]
         doc = {"name": name, "seed": seed, "workload": workload, "description": description,
                "requests": rows}
@@ -129,7 +175,7 @@ class Trace:
 
 
 def _segment_tuple(seg: Sequence[float], k: int) -> dict[str, Any]:
-    if isinstance(seg, str) or len(seg) not in (2, 3):
+    if isinstance(seg, str | bytes) or not isinstance(seg, Sequence) or len(seg) not in (2, 3):
         raise NightjarInputError(
             f"segment {k}: expected (rate_rps, duration_s[, burstiness]) or a dict, got {seg!r}"
         )
@@ -194,7 +240,13 @@ def _mixed_lengths(
 
 
 def materialize(spec: TraceSpec, seed: int | None = None) -> Trace:
-    """Turn a validated spec into a :class:`Trace` (generating arrivals if needed)."""
+    """Turn a validated spec into a :class:`Trace` (generating arrivals if needed),
+    cut to its ``max_requests`` first requests when it has one."""
+    trace = _materialize(spec, seed)
+    return trace if spec.max_requests is None else trace.head(spec.max_requests)
+
+
+def _materialize(spec: TraceSpec, seed: int | None) -> Trace:
     seed = spec.seed if seed is None else check_seed(seed)
     if spec.requests is not None:
         r = spec.requests
@@ -259,33 +311,44 @@ def bundled_traces() -> list[str]:
     return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
 
 
-def _read_source(name_or_path: str) -> tuple[str, str]:
-    """(label, text): an existing file wins over a bundled name of the same spelling."""
-    path = Path(name_or_path)
-    if path.is_file():
-        try:
-            return str(path), path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise NightjarInputError(f"{path}: cannot read trace ({exc})") from None
-    stem = name_or_path[:-5] if name_or_path.endswith(".json") else name_or_path
+def read_trace_source(name_or_path: str | os.PathLike[str]) -> tuple[str, str, str]:
+    """(label, text, default name): an existing file wins over a bundled name of the same spelling.
+
+    Anything at the path (a FIFO, a folder, a dangling link) counts as "the user meant
+    this file" and is refused for what it is, rather than looked up as a bundled name.
+    """
+    path = as_path(name_or_path, "trace")
+    name = str(path) if not isinstance(name_or_path, str) else name_or_path
+    if os.path.lexists(path):
+        return str(path), read_text(path, f"trace {path}"), path.stem
+    stem = name[:-5] if name.endswith(".json") else name
     if stem in bundled_traces():
         res = resources.files("nightjar.traces").joinpath(f"{stem}.json")
-        return f"{stem}.json (bundled)", res.read_text(encoding="utf-8")
+        return f"{stem}.json (bundled)", res.read_text(encoding="utf-8"), stem
+    if os.sep in name or name.endswith(".json"):
+        raise NightjarInputError(f"trace {name}: no such file")
     raise NightjarInputError(
-        f"trace {name_or_path!r} not found: not a file and not a bundled trace "
+        f"trace {name!r} not found: not a file and not a bundled trace "
         f"(bundled: {', '.join(bundled_traces()) or 'none'})"
     )
 
 
-def load_trace(name_or_path: str, seed: int | None = None) -> Trace:
-    """Load a bundled trace by name (``burst`` or ``burst.json``) or a JSON file.
+def load_trace(name_or_path: str | os.PathLike[str], seed: int | None = None) -> Trace:
+    """Load a bundled trace by name (``burst`` or ``burst.json``), a JSON file or a
+    parquet trace (:mod:`nightjar.trace.columnar`).
 
     Generative traces are materialized with the file's ``seed`` unless ``seed``
     overrides it; explicit traces take ``seed`` only as their recorded seed.
     """
-    label, text = _read_source(name_or_path)
+    from nightjar.trace.columnar import is_parquet, read_trace_parquet
+
+    if seed is not None:
+        check_seed(seed)
+    path = as_path(name_or_path, "trace")
+    if is_parquet(path):
+        return Trace(**read_trace_parquet(path, seed))
+    label, text, default_name = read_trace_source(name_or_path)
     obj = loads_json(text, label)
-    default_name = Path(label.split(" ")[0]).stem
     return materialize(parse_trace_json(obj, label, default_name), seed)
 
 

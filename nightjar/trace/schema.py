@@ -27,9 +27,19 @@ MAX_SEED = 2**63 - 1
 # numpy for astronomically many draws; CV 1/sqrt(1e-3) ~ 32 is burstier than any
 # measured trace.
 MIN_BURSTINESS = 1e-3
+# The latest arrival a trace may have, in seconds from its start: about three years,
+# beyond the longest public request log (BurstGPT, ~4 months). Later times are almost
+# always Unix time stamps (1.7e9 s, or 1.7e12 in milliseconds) that should have been
+# made relative to the first request; simulated, they are years of idling and a
+# throughput of zero.
+MAX_ARRIVAL_S = 1e8
+# Prompt token ids are int32 in every engine nightjar drives (vLLM); the live engine
+# also checks them against the target's vocabulary.
+MAX_TOKEN_ID = 2**31 - 1
 
-_TOP_KEYS = {"format_version", "name", "description", "seed", "workload", "duration_s",
-             "requests", "segments"}
+# "$schema": where an editor finds the JSON Schema (nightjar.schemas); ignored here.
+_TOP_KEYS = {"$schema", "format_version", "name", "description", "seed", "workload",
+             "duration_s", "requests", "segments", "max_requests"}
 _REQUEST_KEYS = {"arrival_s", "prompt_tokens", "output_tokens", "prompt", "prompt_token_ids",
                  "workload", "acceptance", "speculate"}
 _SEGMENT_KEYS = {"duration_s", "rate_rps", "burstiness", "workload", "mix", "prompt_tokens",
@@ -74,6 +84,25 @@ class TraceSpec:
     duration_s: float | None
     requests: RequestColumns | None
     segments: list[SegmentSpec] | None
+    # Keep only the first N requests in arrival order (vLLM's --num-prompts): the
+    # trace then ends at its last kept arrival. None keeps them all.
+    max_requests: int | None = None
+
+
+def check_arrival(t: float, where: str) -> float:
+    """``t`` if it is a plausible arrival time (seconds from the trace's start)."""
+    if t > MAX_ARRIVAL_S:
+        if 1e9 <= t < 1e13:
+            unit = "milliseconds" if t >= 1e12 else "seconds"
+            hint = (f"; it looks like a Unix time stamp in {unit}: arrival times are seconds "
+                    "from the first request (subtract the first one"
+                    + (", then divide by 1000" if unit == "milliseconds" else "") + ")")
+        else:
+            hint = ""
+        raise NightjarInputError(
+            f"{where} {t:.6g} is more than {MAX_ARRIVAL_S:.0e} s (3 years) after the "
+            f"trace's start{hint}")
+    return t
 
 
 def check_seed(seed: int, what: str = "--seed") -> int:
@@ -157,7 +186,8 @@ def _parse_request(obj: Any, where: str, default_wl: str, cols: RequestColumns) 
     for key in ("arrival_s", "output_tokens"):
         if key not in r:
             raise NightjarInputError(f"{where}: missing field {key!r}")
-    cols.arrival_s.append(_num(r["arrival_s"], f"{where}.arrival_s", 0.0))
+    cols.arrival_s.append(check_arrival(_num(r["arrival_s"], f"{where}.arrival_s", 0.0),
+                                        f"{where}.arrival_s"))
     cols.output_tokens.append(_int(r["output_tokens"], f"{where}.output_tokens", 1))
     if "prompt" in r and "prompt_token_ids" in r:
         raise NightjarInputError(f"{where}: give 'prompt' or 'prompt_token_ids', not both")
@@ -168,7 +198,8 @@ def _parse_request(obj: Any, where: str, default_wl: str, cols: RequestColumns) 
         ids = r["prompt_token_ids"]
         if not isinstance(ids, list) or not ids:
             raise NightjarInputError(f"{where}.prompt_token_ids must be a non-empty list")
-        prompt = [_int(t, f"{where}.prompt_token_ids[{j}]", 0) for j, t in enumerate(ids)]
+        prompt = [_int(t, f"{where}.prompt_token_ids[{j}]", 0, MAX_TOKEN_ID)
+                  for j, t in enumerate(ids)]
     if "prompt_tokens" in r:
         n = _int(r["prompt_tokens"], f"{where}.prompt_tokens", 1)
         if isinstance(prompt, list) and n != len(prompt):
@@ -262,7 +293,11 @@ def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:
     name = _str(top.get("name", default_name), f"{source}: name")
     description = _str(top.get("description", ""), f"{source}: description")
     duration = top.get("duration_s")
-    duration_s = None if duration is None else _num(duration, f"{source}: duration_s", 0.0)
+    duration_s = None if duration is None else check_arrival(
+        _num(duration, f"{source}: duration_s", 0.0), f"{source}: duration_s")
+    cap = top.get("max_requests")
+    max_requests = None if cap is None else _int(cap, f"{source}: max_requests", 1,
+                                                 MAX_EXPECTED_REQUESTS)
     if has_req:
         cols = RequestColumns()
         for i, r in enumerate(items):
@@ -272,16 +307,17 @@ def parse_trace_json(obj: Any, source: str, default_name: str) -> TraceSpec:
                 f"{source}: duration_s {duration_s} is before the last arrival "
                 f"{max(cols.arrival_s)}"
             )
-        return TraceSpec(source, name, description, seed, duration_s, cols, None)
+        return TraceSpec(source, name, description, seed, duration_s, cols, None, max_requests)
     if duration_s is not None:
         raise NightjarInputError(
             f"{source}: duration_s is implied by the segments; give it per segment"
         )
     segs = [_parse_segment(s, f"{source}: segments[{i}]", default_wl) for i, s in enumerate(items)]
+    check_arrival(sum(s.duration_s for s in segs), f"{source}: the segments' total duration_s")
     expected = sum(s.rate_rps * s.duration_s for s in segs)
     if expected > MAX_EXPECTED_REQUESTS:
         raise NightjarInputError(
             f"{source}: the segments expect {expected:.0f} requests, more than the "
             f"{MAX_EXPECTED_REQUESTS} allowed"
         )
-    return TraceSpec(source, name, description, seed, None, None, segs)
+    return TraceSpec(source, name, description, seed, None, None, segs, max_requests)

@@ -2,6 +2,7 @@
 
 - Vidur request CSV (``arrived_at,num_prefill_tokens,num_decode_tokens``, times in
   seconds; other columns ignored): imported as is, and a nightjar trace exports to it.
+  Vidur's length-only files (no ``arrived_at``) get arrivals generated at a rate.
 - vLLM ``bench serve --dataset-name custom`` JSONL: one object per line with a
   ``prompt`` string and, optionally, ``output_tokens`` (vLLM takes the output length
   from ``--custom-output-len``, default 256, which ``output_len`` mirrors). Lengths
@@ -17,7 +18,7 @@ Every malformed row is a one-line error naming the file and line.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -25,12 +26,22 @@ from pathlib import Path
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.trace.csv_rows import csv_rows
-from nightjar.trace.importers import ImportReport, TimeWindow, _explicit, estimate_tokens
+from nightjar.reading import clean_text, loads_json, read_text
+from nightjar.trace.csv_rows import csv_header, csv_rows
+from nightjar.trace.fast_csv import Kept, SlowPath, Window, chunks, counts, seconds
+from nightjar.trace.importers import (
+    ImportReport,
+    TimeWindow,
+    _explicit,
+    estimate_tokens,
+    renewal_arrivals,
+)
 from nightjar.trace.model import Prompt, Trace
-from nightjar.trace.workloads import get_workload
+from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+# Vidur's length-only traces (its synthetic and dataset-derived request files).
+VIDUR_LENGTHS = ("num_prefill_tokens", "num_decode_tokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 VLLM_DEFAULT_OUTPUT_LEN = 256
 
@@ -49,22 +60,76 @@ def _count(text: str, col: str, where: str) -> int:
     v = _number(text, col, where)
     if v != int(v):
         raise NightjarInputError(f"{where}: {col} {text!r} is not an integer")
+    if v > MAX_TOKENS:
+        raise NightjarInputError(f"{where}: {col} must be in 0..{MAX_TOKENS} (got {text[:40]})")
     return int(v)
 
 
 def import_vidur_csv(
     path: str | Path, *, limit: int | None = None, workload: str = "sharegpt",
-    name: str | None = None,
+    name: str | None = None, rate_rps: float | None = None, burstiness: float = 1.0,
+    seed: int = 0,
 ) -> tuple[Trace, ImportReport]:
-    """A Vidur request trace, arrival times as they are (so export and import round-trip)."""
+    """A Vidur request trace, arrival times as they are (so export and import round-trip).
+
+    Vidur's length-only traces (``num_prefill_tokens,num_decode_tokens,...`` with no
+    ``arrived_at``) get arrivals generated at ``rate_rps`` (a gamma renewal process of
+    shape ``burstiness``, the first at time 0; ``inf``, the default for them, sends
+    all at time 0), as for ShareGPT; ``rate_rps`` given for a trace with
+    ``arrived_at`` replaces its times the same way.
+    """
     get_workload(workload)
+    if rate_rps is not None:
+        renewal_arrivals(0, rate_rps, burstiness, seed)  # bad flags fail before the read
     path = Path(path)
+    timed = "arrived_at" in csv_header(path)
+    columns = VIDUR_COLUMNS if timed else VIDUR_LENGTHS
+    try:
+        arrival, prompt, output, skipped = _vidur_fast(path, columns, limit)
+    except SlowPath:
+        arrival, prompt, output, skipped = _vidur_rows(path, columns, limit)
+    if not timed or rate_rps is not None:
+        arrival = renewal_arrivals(len(prompt), math.inf if rate_rps is None else rate_rps,
+                                   burstiness, seed)
+    how = "" if timed and rate_rps is None else (
+        f", arrivals generated at {rate_rps if rate_rps is not None else math.inf:g} req/s")
+    trace = _explicit(name or path.stem, arrival, prompt, output, workload,
+                      None, path, f"Imported from Vidur request trace {path.name}{how}", seed)
+    reason = "zero prefill or decode tokens" if skipped else ""
+    return trace, ImportReport(len(prompt), skipped, reason)
+
+
+def _vidur_fast(path: Path, columns: tuple[str, ...], limit: int | None
+                ) -> tuple[list[float], list[int], list[int], int]:
+    kept = Kept()
+    for chunk in chunks(path, columns):
+        p = counts(chunk["num_prefill_tokens"], integral_floats=True)
+        o = counts(chunk["num_decode_tokens"], integral_floats=True)
+        t = (seconds(chunk["arrived_at"], finite_only=True) if "arrived_at" in columns
+             else np.zeros(len(p)))
+        if (t < 0).any():
+            raise SlowPath("arrived_at")
+        keep = (p > 0) & (o > 0)
+        stop = len(p)
+        if limit is not None:
+            reached = np.flatnonzero(kept.count + np.cumsum(keep) >= limit)
+            stop = int(reached[0]) + 1 if reached.size else stop
+        k = keep[:stop]
+        kept.zero += int(np.count_nonzero(~k))
+        kept.add(t[:stop][k], p[:stop][k], o[:stop][k])
+        if limit is not None and kept.count >= limit:
+            break
+    return (*kept.columns(), kept.zero)
+
+
+def _vidur_rows(path: Path, columns: tuple[str, ...], limit: int | None
+                ) -> tuple[list[float], list[int], list[int], int]:
     arrival: list[float] = []
     prompt: list[int] = []
     output: list[int] = []
     skipped = 0
-    for where, row in csv_rows(path, VIDUR_COLUMNS):
-        t = _number(row["arrived_at"], "arrived_at", where)
+    for where, row in csv_rows(path, columns):
+        t = _number(row["arrived_at"], "arrived_at", where) if "arrived_at" in row else 0.0
         p = _count(row["num_prefill_tokens"], "num_prefill_tokens", where)
         o = _count(row["num_decode_tokens"], "num_decode_tokens", where)
         if p == 0 or o == 0:
@@ -75,23 +140,25 @@ def import_vidur_csv(
         output.append(o)
         if limit is not None and len(arrival) >= limit:
             break
-    trace = _explicit(name or path.stem, arrival, prompt, output, workload,
-                      None, path, f"Imported from Vidur request trace {path.name}")
-    reason = "zero prefill or decode tokens" if skipped else ""
-    return trace, ImportReport(len(arrival), skipped, reason)
+    return arrival, prompt, output, skipped
+
+
+def vidur_csv(trace: Trace) -> str:
+    """``trace`` as a Vidur request CSV (arrival in seconds, prompt and output lengths);
+    workloads, acceptance and prompt text have no Vidur column and are dropped."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(VIDUR_COLUMNS)
+    for t, p, o in zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, strict=True):
+        writer.writerow([f"{float(t):.6f}", int(p), int(o)])
+    return buf.getvalue()
 
 
 def export_vidur_csv(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` as a Vidur request CSV (arrival in seconds, prompt and output
-    lengths); workloads, acceptance and prompt text have no Vidur column and are dropped."""
+    """Write ``trace`` as a Vidur request CSV (:func:`vidur_csv`)."""
     path = Path(path)
     try:
-        with path.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(VIDUR_COLUMNS)
-            for t, p, o in zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens,
-                               strict=True):
-                writer.writerow([f"{float(t):.6f}", int(p), int(o)])
+        path.write_text(vidur_csv(trace), encoding="utf-8", newline="")
     except OSError as exc:
         raise NightjarInputError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
@@ -103,9 +170,43 @@ def import_burstgpt_csv(
     name: str | None = None,
 ) -> tuple[Trace, ImportReport]:
     """BurstGPT rows (optionally of one ``Model``) whose timestamp lies in
-    ``[start_s, start_s + duration_s)`` after the first row's, re-based to 0."""
+    ``[start_s, start_s + duration_s)`` after the first row's, re-based to 0 (read in
+    chunks, as the Azure importer)."""
     get_workload(workload)
     path = Path(path)
+    try:
+        arrival, prompt, output, skipped = _burstgpt_fast(path, start_s, duration_s, model,
+                                                          limit)
+    except SlowPath:
+        arrival, prompt, output, skipped = _burstgpt_rows(path, start_s, duration_s, model,
+                                                          limit)
+    trace = _explicit(name or path.stem, arrival, prompt, output,
+                      workload, None, path, f"Imported from BurstGPT trace {path.name}")
+    reason = "zero request or response tokens (failed requests)" if skipped else ""
+    return trace, ImportReport(len(arrival), skipped, reason)
+
+
+def _burstgpt_fast(path: Path, start_s: float, duration_s: float | None, model: str | None,
+                   limit: int | None) -> tuple[list[float], list[int], list[int], int]:
+    end = math.inf if duration_s is None else start_s + duration_s
+    window = Window(start_s, end, limit)
+    columns = BURSTGPT_COLUMNS + (("Model",) if model is not None else ())
+    for chunk in chunks(path, columns, text=("Model",) if model is not None else ()):
+        ts = seconds(chunk["Timestamp"], finite_only=True)
+        if (ts < 0).any():
+            raise SlowPath("Timestamp")
+        req = counts(chunk["Request tokens"])
+        resp = counts(chunk["Response tokens"])
+        wanted = None if model is None else (chunk["Model"].str.strip() == model).to_numpy()
+        window.offer(ts, req, resp, wanted)
+        if window.full:
+            break
+    kept = window.kept
+    return (*kept.columns(), kept.zero)
+
+
+def _burstgpt_rows(path: Path, start_s: float, duration_s: float | None, model: str | None,
+                   limit: int | None) -> tuple[list[float], list[int], list[int], int]:
     window = TimeWindow(start_s, duration_s, limit)
     for where, row in csv_rows(path, BURSTGPT_COLUMNS):
         t = window.rebase(_number(row["Timestamp"], "Timestamp", where), where, "Timestamp")
@@ -115,11 +216,7 @@ def import_burstgpt_csv(
             continue
         if window.take(t, req, resp):
             break
-    trace = _explicit(name or path.stem, window.arrival, window.prompt, window.output,
-                      workload, None, path, f"Imported from BurstGPT trace {path.name}")
-    skipped = window.zero
-    reason = "zero request or response tokens (failed requests)" if skipped else ""
-    return trace, ImportReport(len(window.arrival), skipped, reason)
+    return window.arrival, window.prompt, window.output, window.zero
 
 
 def import_vllm_jsonl(
@@ -134,40 +231,31 @@ def import_vllm_jsonl(
     path = Path(path)
     if not (rate_rps > 0) or not (burstiness > 0 and math.isfinite(burstiness)):
         raise NightjarInputError("--rate must be > 0 (or inf) and --burstiness > 0")
-    if output_len < 1:
-        raise NightjarInputError(f"--output-len must be >= 1 (got {output_len})")
+    if not 1 <= output_len <= MAX_TOKENS:
+        raise NightjarInputError(f"--output-len must be in 1..{MAX_TOKENS} (got {output_len})")
     texts: list[str] = []
     prompt: list[int] = []
     output: list[int] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NightjarInputError(f"{path}: cannot read dataset ({exc})") from None
+    lines = read_text(path, f"{path}").splitlines()
     for number, line in enumerate(lines, start=1):
         if limit is not None and len(texts) >= limit:
             break
         if not line.strip():
             continue
         where = f"{path}: line {number}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise NightjarInputError(f"{where}: malformed JSON ({exc.msg})") from None
+        item = loads_json(line, where, surrogates=True)
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
             raise NightjarInputError(f"{where}: expected an object with a 'prompt' string")
         out = item.get("output_tokens", output_len)
-        if isinstance(out, bool) or not isinstance(out, int) or out < 1:
-            raise NightjarInputError(f"{where}: output_tokens must be an integer >= 1")
-        texts.append(item["prompt"])
-        prompt.append(count_tokens(item["prompt"]))
+        if isinstance(out, bool) or not isinstance(out, int) or not 1 <= out <= MAX_TOKENS:
+            raise NightjarInputError(
+                f"{where}: output_tokens must be an integer in 1..{MAX_TOKENS}")
+        text = clean_text(item["prompt"])
+        texts.append(text)
+        prompt.append(count_tokens(text))
         output.append(out)
     n = len(texts)
-    if math.isinf(rate_rps):
-        arrival = [0.0] * n
-    else:
-        rng = np.random.default_rng([seed, 0, 0])
-        gaps = rng.gamma(burstiness, 1.0 / (rate_rps * burstiness), size=max(n - 1, 0))
-        arrival = np.concatenate([[0.0], np.cumsum(gaps)]).tolist()[:n]
+    arrival = renewal_arrivals(n, rate_rps, burstiness, seed)
     prompts: list[Prompt] | None = list(texts) if keep_prompts else None
     trace = _explicit(name or path.stem, arrival, prompt, output, workload, prompts, path,
                       f"Imported from vLLM custom dataset {path.name} at {rate_rps} req/s", seed)

@@ -135,6 +135,8 @@ class LengthDist:
             if kind == "uniform":
                 return cls("uniform", (lo + hi) / 2, lo=int(lo), hi=int(hi))
             return cls("lognormal", num("mean"), sigma=num("sigma"), lo=int(lo), hi=int(hi))
+        except NightjarInputError:
+            raise
         except ValueError as exc:
             raise NightjarInputError(f"{where}: {exc}") from None
 

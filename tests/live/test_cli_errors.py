@@ -103,6 +103,8 @@ def test_tetris_is_refused(capsys: Any, fake_vllm: None, tmp_path: Path) -> None
         (["--alias-draft"], "--alias-draft needs --offload on"),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be >= 1"),
         (["--time-scale", "0"], "--time-scale must be > 0"),
+        (["--rate-scale", "0"], "--rate-scale must be a finite number > 0"),
+        (["--rate-scale", "2", "--time-scale", "0.5"], "not both"),
         (["--profile", "no-such-profile"], "unknown profile"),
         (["--k-offload", "two"], "invalid int value"),
     ],
@@ -218,3 +220,31 @@ def test_speculative_config_must_be_a_json_object(capsys: Any) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "must be a JSON object" in err, err
+
+
+def test_prompt_ids_beyond_the_targets_vocabulary_are_refused_before_the_engine(
+    capsys: Any, fake_vllm: None, tmp_path: Path
+) -> None:
+    # Issue 24: without --draft, vLLM died mid-run on an out-of-vocabulary id.
+    target = _model(tmp_path, "t", 100)
+    trace = tmp_path / "ids.json"
+    trace.write_text(json.dumps({"requests": [
+        {"arrival_s": 0, "prompt_token_ids": [5, 150], "output_tokens": 3}]}))
+    _fails(capsys, ["live", "--model", target, "--trace", str(trace), "--policy", "nospec"],
+           "beyond the target's vocabulary (100 tokens)")
+
+
+def test_synthetic_prompt_ids_come_from_the_targets_vocabulary(tmp_path: Path) -> None:
+    # Issue 24: the replay drew ids from a fixed 32000 whatever the target's vocabulary.
+    import numpy as np
+
+    from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.live.replay import ReplayOptions, prompt_vocab, synthetic_prompt
+    from nightjar.live.settings import LiveSettings
+
+    spec = EngineSpec(_model(tmp_path, "t", 2048), None, LiveSettings())
+    assert prompt_vocab(spec, ReplayOptions()) == 2048
+    assert prompt_vocab(spec, ReplayOptions(vocab_size=32000)) == 2048  # never beyond it
+    assert prompt_vocab(spec, ReplayOptions(vocab_size=500)) == 500
+    ids = synthetic_prompt(5000, prompt_vocab(spec, ReplayOptions()), np.random.default_rng(0))
+    assert max(ids) < 2048 and min(ids) >= 3

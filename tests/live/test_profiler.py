@@ -8,12 +8,14 @@ file loads with the simulator's loader, its tables are physically sane, and
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nightjar.cli import main
+from nightjar.profile.check import ProfileWarning, warning
 from nightjar.profile.model import Profile, load_profile
 
 GRID = ["--batch-sizes", "1,8,32", "--gammas", "0,1,2", "--contexts", "32,96"]
@@ -87,23 +89,30 @@ def test_measured_profile_loads_with_provenance(measured: Path) -> None:
     assert p.mixed_added_s(8, 256) > 0 and "--mixed-tokens 64,256" in data["command"]
 
 
-def test_step_time_grows_with_batch_and_gamma(measured: Path) -> None:
-    p = load_profile(str(measured))
-    # Each gamma is its own engine, seconds apart on a shared 2-core machine, and
-    # neighbouring gammas differ by ~30% (seen inverted under load); speculation vs
-    # none differs by 2-3x. Batch sizes compare within one engine.
-    for c in (32.0, 96.0):
-        for g in (0, 1, 2):
-            assert p.step_time_s(32, g, c) > p.step_time_s(8, g, c), (g, c)
-        for b in (8, 32):
-            steps = [p.step_time_s(b, g, c) for g in (0, 1, 2)]
-            assert steps[0] < min(steps[1:]), (b, c, steps)
-        timing = p.decode_timing(32, 2, c)
-        # Draft and verify are measured separately and leave room for overhead.
-        assert timing.draft_s > 0 and timing.verify_s > 0
-        assert timing.draft_s + timing.verify_s < timing.step_s
-        assert p.draft_forward_s(32, c) < timing.draft_s
-    assert p.prefill_time_s(4096) > p.prefill_time_s(256) > p.prefill_time_s(16) > 0
+def test_step_times_come_from_the_steps_the_engine_ran(measured: Path) -> None:
+    # Issue 24: what the engine did, not how fast the machine was. Comparing cells of
+    # different engines (run seconds apart) or windows (minutes apart) failed on a loaded
+    # machine; these hold at any load.
+    data = json.loads(measured.read_text())
+    grid = {(b, g, c) for b in (1, 8, 32) for g in (0, 1, 2) for c in (32, 96)}
+    # Every cell is the median of steps in which the engine ran exactly B requests at
+    # that gamma (the profiler's selection), at least once per cell.
+    counts = {(b, g, c): n for b, g, c, n in data["measured"]["decode_steps"]}
+    assert set(counts) == grid and min(counts.values()) >= 1, counts
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = load_profile(str(measured))
+    # The loader's physics held (positive times, no step cheaper than one of its own
+    # parts); each part is timed inside its step, so medians keep that order.
+    for b, g, c in grid:
+        timing = p.decode_timing(b, g, c)
+        assert timing.step_s >= max(timing.draft_s, timing.verify_s) > 0, (b, g, c)
+        assert (timing.draft_s > 0) == (g > 0), (b, g, c)
+    # Where measured noise inverted neighbouring cells, the user was told so.
+    said = [w for w in caught if issubclass(w.category, ProfileWarning)]
+    assert bool(said) == (warning(data) is not None), [str(w.message) for w in said]
+    # 256 times the prompt tokens cost more on any machine at any load.
+    assert p.prefill_time_s(4096) > p.prefill_time_s(16) > 0
     assert p.draft_prefill_time_s(1) > 0  # a 1-token draft catch-up is priced too
 
 
@@ -123,7 +132,7 @@ def test_refuses_to_overwrite_without_force(
     ]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "refusing to overwrite" in err and err.count("\n") == 1
+    assert "exists; pass --force to overwrite it" in err and err.count("\n") == 1
     assert measured.read_text() == before
 
 

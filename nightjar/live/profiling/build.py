@@ -277,6 +277,14 @@ def decode_rows(grid: Grid, runs: dict[int | None, EngineRun]) -> tuple[list[Any
     return decode, fwd
 
 
+def decode_counts(grid: Grid, runs: dict[int | None, EngineRun]) -> list[list[int]]:
+    """``[B, gamma, C, steps]``: how many clean steps each decode cell is the median of
+    (steps in which the engine ran exactly B requests at that gamma)."""
+    cells = {g: decode_cells(runs[None if g == 0 else g]) for g in grid.gammas}
+    return [[b, g, c, cells[g][(b, c)][3] if (b, c) in cells[g] else 0]
+            for b in grid.batch_sizes for c in grid.contexts for g in grid.gammas]
+
+
 def prefill_rows(runs: dict[int | None, EngineRun]) -> list[list[float]]:
     target, draft = prefill_cells(runs[None]), prefill_cells(runs[0])
     rows = [[n, target[n][0], draft[n][1]] for n in sorted(set(target) & set(draft))]

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
+import os
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -226,12 +225,11 @@ class Clamped:
 def load_latency(name_or_path: str) -> tuple[LatencyModel, float | None]:
     """A step-table JSON file, or a nightjar profile (bundled name or path), with the
     acceptance rate it measured (None for profiles: theirs are per workload)."""
-    path = Path(name_or_path)
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise NightjarInputError(f"profile {name_or_path}: unreadable ({exc})") from None
+    from nightjar.reading import as_path, read_json
+
+    path = as_path(name_or_path, "--profile")
+    if os.path.lexists(path):
+        data = read_json(path, f"profile {name_or_path}")
         if isinstance(data, dict) and data.get("kind") == KIND:
             table = StepTable.from_json(data, name_or_path)
             return table, table.acceptance

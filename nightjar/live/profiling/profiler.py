@@ -43,6 +43,7 @@ from nightjar.live.profiling.build import (
     Grid,
     Window,
     acceptance,
+    decode_counts,
     decode_rows,
     memory_facts,
     mixed_cells,
@@ -179,8 +180,12 @@ class ProfilePlan:
 
 
 @contextlib.contextmanager
-def _in_process(enabled: bool = True) -> Iterator[None]:
-    """Run the engine core in this process, and undo what that leaves behind."""
+def in_process_engine(enabled: bool = True) -> Iterator[None]:
+    """Run the engine core in this process, and undo what that leaves behind.
+
+    With the core in this process, ``LLMEngine.add_request`` and ``LLMEngine.step``
+    act at once and in order: a test can drive an engine step by step and add
+    requests at a given step, whatever the machine's speed."""
     key = "VLLM_ENABLE_V1_MULTIPROCESSING"
     old = os.environ.get(key)
     os.environ[key] = "0" if enabled else "1"
@@ -366,7 +371,7 @@ def run_engine(
     kwargs = engine_kwargs(spec)
     kwargs["worker_extension_cls"] = PROBE
     kwargs["max_num_batched_tokens"] = plan.token_budget
-    with _in_process(plan.in_process):
+    with in_process_engine(plan.in_process):
         llm = LLM(**kwargs)
         try:
             windows = _measure(llm, plan, gamma, tick or (lambda _done: None))
@@ -465,6 +470,8 @@ def assemble(plan: ProfilePlan, runs: dict[int | None, EngineRun]) -> dict[str, 
             "output_tokens": plan.output_tokens,
             "repeats": plan.repeats,
             "acceptance_requests": acc[2] if acc else 0,
+            # [B, gamma, context, clean steps]: what each decode cell is the median of.
+            "decode_steps": decode_counts(grid, runs),
             "engines": {
                 ("no draft" if g is None else f"fixed:{g}"): {
                     "steps": len(r.steps),
