@@ -16,7 +16,7 @@ from nightjar.errors import NightjarInputError, one_line
 from nightjar.interrupts import Interrupted, signals_as_interrupts
 
 # Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("sim", "sweep", "live", "bench", "profile", "validate", "trace")
+COMMANDS = ("sim", "sweep", "live", "bench", "profile", "schedule", "validate", "trace")
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]*)`")  # Sphinx roles such as :mod:`nightjar.sim`
@@ -70,6 +70,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Sub-commands that pass the flags they do not own to vLLM's parser (nightjar.live.vllm_args).
+PASS_THROUGH = ("live",)
+
+
+def _dashes(arg: str) -> str:
+    """``--max_num_seqs=8`` -> ``--max-num-seqs=8``, as vLLM's parser reads flags."""
+    if not arg.startswith("--"):
+        return arg
+    name, eq, value = arg.partition("=")
+    return name.replace("_", "-") + eq + value
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; for a pass-through command keep the unknown flags and those after
+    ``--`` (``vllm_flags``, ``server_args``), for the others refuse them as argparse does."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    head, tail = argv, []
+    if "--" in argv:
+        cut = argv.index("--")
+        head, tail = argv[:cut], argv[cut + 1:]
+    if head and head[0] in PASS_THROUGH:
+        head = [_dashes(a) for a in head]
+    args, unknown = parser.parse_known_args(head)
+    if getattr(args, "command", None) in PASS_THROUGH:
+        args.vllm_flags, args.server_args = unknown, tail
+        return args
+    if unknown or tail:
+        parser.error(f"unrecognized arguments: {' '.join(unknown + tail)}")
+    return args
+
+
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
                   lineno: int, file: Any = None, line: str | None = None) -> None:
     """A Python warning as the CLI's one line (``nightjar: warning: ...``)."""
@@ -81,7 +112,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     with warnings.catch_warnings(), signals_as_interrupts():
         warnings.simplefilter("always", UserWarning)
         warnings.showwarning = _show_warning

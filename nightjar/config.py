@@ -6,9 +6,10 @@ from it; each field's metadata says how the command line spells it. A setting ad
 here reaches every entry point: ``tests/test_run_config.py`` fails until the CLI, the
 API and the sweep grid expose it with this default.
 
-The live engine's own defaults (fewer policies: each costs minutes; vLLM's smaller
-batch limits on a CPU) are here too, so that ``nightjar validate`` describes a live
-run with the settings ``nightjar live`` used.
+The live engine reads the same defaults where it has the same setting (gamma_max,
+max_num_seqs, max_num_batched_tokens); its own (fewer policies: each costs minutes;
+a max_model_len vLLM can size for) are here too, so that ``nightjar validate``
+describes a live run with the settings ``nightjar live`` used.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nightjar.checks import boolean, integer, number
+from nightjar.core.defaults import (
+    DEFAULT_GAMMA_MAX,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+)
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
@@ -35,11 +42,12 @@ DEFAULT_POLICIES = (
 )
 # A live run costs minutes per policy: the baseline, standard SD (gamma 3) and the paper's.
 LIVE_POLICIES = ("nospec", "fixed:3", "nightjar")
-# `nightjar live` on this project's CPU engine: at most 64 running requests, vLLM's
-# 2048-token step budget, and the engine's num_speculative_tokens of 3.
-LIVE_GAMMA_MAX = 3
-LIVE_MAX_NUM_SEQS = 64
-LIVE_MAX_NUM_BATCHED_TOKENS = 2048
+# `nightjar live` and `nightjar validate` (describing a live run) use the shared values
+# (nightjar.core.defaults).
+LIVE_GAMMA_MAX = DEFAULT_GAMMA_MAX
+LIVE_MAX_NUM_SEQS = DEFAULT_MAX_NUM_SEQS
+LIVE_MAX_NUM_BATCHED_TOKENS = DEFAULT_MAX_NUM_BATCHED_TOKENS
+LIVE_MAX_MODEL_LEN = DEFAULT_MAX_MODEL_LEN
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "draft_kv": DRAFT_KV_MODES,
@@ -66,7 +74,7 @@ class RunConfig:
     rate_scale: float = field(default=1.0, metadata=_flag(
         "--rate-scale", "multiply the trace's request rate by S: every arrival time divided by"
         " S (2 = the same requests twice as fast)"))
-    gamma_max: int = field(default=4, metadata=_flag(
+    gamma_max: int = field(default=DEFAULT_GAMMA_MAX, metadata=_flag(
         "--gamma-max", "longest speculation a policy may choose"))
     prior: str = field(default="exact", metadata=_flag(
         "--prior", "latency table the policies plan with: exact (the simulated profile), none,"
@@ -85,9 +93,9 @@ class RunConfig:
         "--engine", "scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under the"
         " token budget (decodes first); v0 = prefill-only steps, as the paper's engine"
         " (docs/simulator.md)"))
-    max_num_seqs: int = field(default=256, metadata=_flag(
+    max_num_seqs: int = field(default=DEFAULT_MAX_NUM_SEQS, metadata=_flag(
         "--max-num-seqs", "running requests at most (capped at the profile's largest batch)"))
-    max_num_batched_tokens: int = field(default=8192, metadata=_flag(
+    max_num_batched_tokens: int = field(default=DEFAULT_MAX_NUM_BATCHED_TOKENS, metadata=_flag(
         "--max-num-batched-tokens", "tokens one step may schedule, decodes and prompt chunks"
         " together"))
     max_model_len: int | None = field(default=None, metadata=_flag(
@@ -176,6 +184,12 @@ class RunConfig:
                 f"{spell('gamma_max')} {self.gamma_max} exceeds the profile's table"
                 f" (gamma <= {profile.gamma_max})"
             )
+        if self.offload:
+            from nightjar.core.drafter import offload_refusal
+
+            why = offload_refusal(profile.drafter)
+            if why is not None:
+                raise NightjarInputError(f"{spell('offload')} on: {why} (profile {profile.name})")
         parse_prior(self.prior, profile)
 
     def specs(self) -> list[str]:

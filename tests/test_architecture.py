@@ -138,7 +138,7 @@ ALLOWED = {
     "policies": {"core"},
     "trace": set(),
     "profile": {"core"},
-    "roofline": {"profile"},
+    "roofline": {"profile", "core"},
     "results": {"core"},
     "report": {"core", "results"},
     "sim": {"core", "policies", "profile", "trace"},

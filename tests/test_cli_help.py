@@ -36,7 +36,7 @@ def test_help_shows_defaults() -> None:
     assert "(default: 4)" in text  # --gamma-max
     assert f"(default: {DEFAULT_DRAFT_KV})" in text
     live = parsers()["nightjar live"].format_help()
-    assert "(default: 3)" in live and "(default: drain)" in live
+    assert "(default: 256)" in live and "(default: drain)" in live  # --max-num-seqs
 
 
 def test_plain_strips_roles_and_literals() -> None:

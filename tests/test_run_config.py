@@ -89,10 +89,22 @@ def test_validate_describes_the_live_run_with_the_live_defaults() -> None:
     given = {n for n in FIELDS if n in actions}
     assert given == {"seed", "gamma_max", "draft_kv", "engine", "max_num_seqs",
                      "max_num_batched_tokens"}
-    assert actions["gamma_max"].default == LIVE_GAMMA_MAX == live["gamma_max"].default
+    # nightjar live's --gamma-max defaults to the engine's num_speculative_tokens when
+    # one is given, else to the shared default, which validate assumes.
+    assert live["gamma_max"].default is None
+    assert f"else {LIVE_GAMMA_MAX})" in (live["gamma_max"].help or "")
+    assert actions["gamma_max"].default == LIVE_GAMMA_MAX
     assert actions["max_num_seqs"].default == LIVE_MAX_NUM_SEQS == live["max_num_seqs"].default
-    assert actions["max_num_batched_tokens"].default == LIVE_MAX_NUM_BATCHED_TOKENS
+    assert (actions["max_num_batched_tokens"].default == LIVE_MAX_NUM_BATCHED_TOKENS
+            == live["max_num_batched_tokens"].default)
     assert actions["draft_kv"].default == FIELDS["draft_kv"] == live["draft_kv"].default
+
+
+def test_sim_and_live_share_the_defaults_of_the_settings_both_have() -> None:
+    live = _actions("live")
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
+        assert live[name].default == FIELDS[name]
+    assert FIELDS["gamma_max"] == LIVE_GAMMA_MAX
 
 
 def test_sweep_cells_and_the_api_build_the_same_simulator_config() -> None:

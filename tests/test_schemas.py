@@ -79,3 +79,15 @@ def test_a_profile_nightjar_reads_is_valid_under_the_schema(edits: list[Any]) ->
     except NightjarInputError:
         return
     PROFILE.validate(data)
+
+
+@pytest.mark.parametrize("drafter", ["eagle", "eagle3", "ngram", "suffix"])
+def test_a_profile_of_every_drafter_kind_is_valid_under_the_schema(drafter: str) -> None:
+    # Issue 23's ``drafter`` key: nightjar reads it, so the schema must allow it.
+    from nightjar.roofline.model import build_profile
+
+    data = build_profile("h100-80gb", "llama-3.1-8b", None, "test", drafter=drafter)
+    assert Profile.from_json(data, "roofline.json").drafter == drafter
+    PROFILE.validate(data)
+    with pytest.raises(jsonschema.ValidationError):
+        PROFILE.validate({**data, "drafter": "medusa"})

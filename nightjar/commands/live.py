@@ -1,6 +1,10 @@
 """``nightjar live``: run policies inside vLLM V1 over a trace, or serve with Nightjar.
 
-vLLM is imported only when the command runs, so ``nightjar --help`` works without it.
+Nightjar's own flags are below; every other flag is one of vLLM's engine flags, as
+vLLM spells them (``--gpu-memory-utilization 0.5``, ``--enable-prefix-caching``; with
+--serve also its server flags), parsed by vLLM's own parser when the command runs.
+The drafter is vLLM's --speculative-config (draft_model, eagle, eagle3, mtp, ngram,
+suffix). vLLM is imported only when the command runs, so --help works without it.
 """
 
 from __future__ import annotations
@@ -8,13 +12,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
-from nightjar.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_SEQS, LIVE_POLICIES
+from nightjar.config import (
+    LIVE_GAMMA_MAX,
+    LIVE_MAX_MODEL_LEN,
+    LIVE_MAX_NUM_BATCHED_TOKENS,
+    LIVE_MAX_NUM_SEQS,
+    LIVE_POLICIES,
+)
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.drafter import DRAFTERS
 from nightjar.errors import NightjarInputError
 
 # Policies whose decisions vLLM cannot carry out, with the reason.
@@ -64,15 +76,42 @@ def memory_settings(args: argparse.Namespace) -> Any:
     return MemoryConfig(**given)  # raises a one-line NightjarInputError on a bad value
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("live", help="run policies inside vLLM (or serve)", description=__doc__)
+    # No abbreviations: every flag Nightjar does not own is vLLM's, and an
+    # abbreviation of one of Nightjar's would take it.
+    p = sub.add_parser("live", help="run policies inside vLLM (or serve)", description=__doc__,
+                       allow_abbrev=False)
     p.add_argument(
         "--model",
         required=True,
         help="preset (vicuna-13b, deepseek-r1-distill-qwen-7b, llama-3.1-8b), "
         "local directory or cached Hugging Face id",
     )
-    p.add_argument("--draft", default=None, help="draft model (default: the preset's)")
+    spec = p.add_argument_group(
+        "the drafter (vLLM's speculative config; one spelling per setting)"
+    )
+    spec.add_argument(
+        "--speculative-config", "-sc", type=_json_object, default=None, metavar="JSON",
+        help="vLLM's speculative config: method (draft_model, eagle, eagle3, mtp, ngram, "
+        "suffix), model, num_speculative_tokens and the method's own keys "
+        "(prompt_lookup_max, ...); default: the preset's draft model",
+    )
+    spec.add_argument("--spec-method", default=None, help="vLLM's shorthand for its method")
+    spec.add_argument("--spec-model", default=None, help="vLLM's shorthand for its model")
+    spec.add_argument("--draft", default=None,
+                      help="draft model (= --spec-model; default: the preset's)")
     p.add_argument("--trace", default=None, help="bundled trace name or path")
     p.add_argument(
         "--policy",
@@ -82,14 +121,15 @@ def add_parser(sub: Any) -> None:
         help=f"policy spec, repeatable; default: {' '.join(LIVE_POLICIES)}",
     )
     p.add_argument(
-        "--gamma-max", type=int, default=LIVE_GAMMA_MAX,
-        help="longest speculation a policy may choose"
+        "--gamma-max", type=int, default=None,
+        help=f"longest speculation a policy may choose (default: num_speculative_tokens "
+        f"when given, else {LIVE_GAMMA_MAX})",
     )
-    p.add_argument(
+    spec.add_argument(
         "--spec-tokens",
         type=int,
         default=None,
-        help="the engine's num_speculative_tokens (default: --gamma-max)",
+        help="the engine's num_speculative_tokens, as vLLM's flag (default: --gamma-max)",
     )
     p.add_argument(
         "--draft-kv",
@@ -169,14 +209,17 @@ def add_parser(sub: Any) -> None:
         help="deprecated: multiply arrival times by T, the same as --rate-scale 1/T",
     )
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
-    p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len (tokens)")
+    p.add_argument("--max-model-len", type=int, default=LIVE_MAX_MODEL_LEN,
+                   help="vLLM max_model_len (tokens)")
     p.add_argument("--max-num-seqs", type=int, default=LIVE_MAX_NUM_SEQS,
-                   help="vLLM max_num_seqs (batch cap)")
+                   help="vLLM max_num_seqs (batch cap), as in nightjar sim")
+    p.add_argument("--max-num-batched-tokens", type=int, default=LIVE_MAX_NUM_BATCHED_TOKENS,
+                   help="vLLM max_num_batched_tokens (step token budget), as in nightjar sim")
     p.add_argument(
         "--kv-cache-gb", type=float, default=None, help="KV pool size per rank (GiB)"
     )
     p.add_argument(
-        "--tensor-parallel-size",
+        "--tensor-parallel-size", "-tp",
         type=int,
         default=1,
         help="ranks to shard target and draft over (vLLM's TP); on CPU each rank gets its "
@@ -217,12 +260,16 @@ def add_parser(sub: Any) -> None:
     # ("40:offload,80:reload") or milliseconds after the first step ("t500:offload"),
     # so load tests get offload/reload cycles on demand.
     p.add_argument("--forced-residency", default=None, help=argparse.SUPPRESS)
-    p.add_argument(
-        "vllm_args",
-        nargs=argparse.REMAINDER,
-        help="after --, extra flags passed to vLLM's server (--serve)",
+    p.add_argument_group(
+        "vLLM's flags",
+        "any other vLLM engine flag as vLLM spells it (vllm serve --help), checked by "
+        "vLLM's parser when the command runs: --gpu-memory-utilization, --dtype, "
+        "--enable-prefix-caching, ...; with --serve also its server flags (after -- too). "
+        "Refused: a setting given twice (--kv-cache-gb and --kv-cache-memory-bytes), "
+        "--scheduler-cls/--worker-cls, pipeline or data parallelism",
     )
-    p.set_defaults(func=run)
+    # Filled by nightjar.cli: the flags this parser does not know, and those after --.
+    p.set_defaults(func=run, vllm_flags=[], server_args=[])
 
 
 def _check_policies(specs: list[str], gamma_max: int) -> None:
@@ -237,11 +284,13 @@ def _check_policies(specs: list[str], gamma_max: int) -> None:
         make_policy(spec, PolicyEnv(gamma_max=gamma_max, per_request=False))
 
 
-def roofline_prior(gpu: str, target: str, draft: str | None) -> str:
+def roofline_prior(gpu: str, target: str, draft: str | None, method: str = "draft_model"
+                   ) -> str:
     """``--profile roofline:GPU``: the roofline profile of this pair on a catalogue GPU,
-    written to a temporary file (the engine core loads its prior by path). A model
-    the roofline cannot read (no ``config.json``, an unsupported architecture) is a
-    one-line error."""
+    written to a temporary file (the engine core loads its prior by path). A drafter
+    other than a draft model is derived from the target (``nightjar.roofline.drafters``).
+    A model the roofline cannot read (no ``config.json``, an unsupported architecture)
+    is a one-line error."""
     import json
     import tempfile
 
@@ -249,11 +298,13 @@ def roofline_prior(gpu: str, target: str, draft: str | None) -> str:
     from nightjar.roofline.model import build_profile
     from nightjar.roofline.model_config import load_model_config
 
-    if draft is None:
+    own_model = method == "draft_model"
+    if own_model and draft is None:
         raise NightjarInputError("--profile roofline:GPU needs a draft model (--draft)")
     data = build_profile(
-        get_gpu(gpu), load_model_config(target), load_model_config(draft),
-        command=f"nightjar live --profile roofline:{gpu}",
+        get_gpu(gpu), load_model_config(target),
+        load_model_config(draft) if own_model and draft is not None else None,
+        command=f"nightjar live --profile roofline:{gpu}", drafter=method,
     )
     fd, path = tempfile.mkstemp(prefix="nightjar-roofline-", suffix=".json")
     with open(fd, "w", encoding="utf-8") as f:
@@ -338,79 +389,190 @@ def _check_kv_room(args: argparse.Namespace, draft: str | None, memory: Any) -> 
         )
 
 
-def _engine_spec(args: argparse.Namespace, target: str, draft: str | None, settings: Any) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _Engine:
+    """What the flags ask of the engine, checked: the drafter and vLLM's own flags."""
+
+    target: str
+    method: str
+    draft: str | None  # the drafter's checkpoint (a draft model, an EAGLE head)
+    options: dict[str, Any]
+    gamma_max: int
+    spec_tokens: int
+    vocab: int
+    engine_args: dict[str, Any]  # vLLM flags as AsyncEngineArgs keywords (replay)
+
+
+def _engine_spec(args: argparse.Namespace, engine: _Engine, settings: Any) -> Any:
     """The engine the flags describe; a policy that never speculates (``nospec``,
-    see ``spec_needs_draft``) runs without a draft."""
+    see ``spec_needs_draft``) runs without a drafter."""
     from nightjar.live.plugins.engine import EngineSpec
     from nightjar.policies.registry import spec_needs_draft
 
-    spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
+    speculate = spec_needs_draft(settings.policy)
     return EngineSpec(
-        target=target,
-        draft=draft if spec_needs_draft(settings.policy) else None,
+        target=engine.target,
+        draft=engine.draft if speculate else None,
         settings=settings,
         max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
         kv_cache_bytes=int(args.kv_cache_gb * 2**30) if args.kv_cache_gb else None,
         enforce_eager=not args.compile,
-        spec_tokens=spec_tokens,
+        spec_tokens=engine.spec_tokens,
         load_progress=args.verbose,
         tensor_parallel_size=args.tensor_parallel_size,
+        method=engine.method,
+        spec_options=engine.options,
+        speculate=speculate,
+        # --serve passes the user's vLLM flags to vLLM's server as given.
+        engine_args={} if args.serve else engine.engine_args,
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
-    from nightjar.live.settings import LiveSettings
-    from nightjar.live.version import check_vllm_version
-    from nightjar.policies.registry import expand_specs, spec_needs_draft
-    from nightjar.results.write import require_format
-
-    slo_from_args(args)  # a bad SLO or format fails before vLLM starts
-    require_format(args.format)
-    check_vllm_version()
-    spec_tokens = args.gamma_max if args.spec_tokens is None else args.spec_tokens
-    if args.gamma_max < 0 or spec_tokens < 0:
-        raise NightjarInputError("--gamma-max and --spec-tokens must be >= 0")
-    if args.gamma_max > spec_tokens:
-        raise NightjarInputError(
-            f"--gamma-max {args.gamma_max} exceeds the engine's num_speculative_tokens "
-            f"({spec_tokens}); vLLM cannot draft more tokens than it was started with"
-        )
-    args.rate_scale = rate_scale_of(args)
-    # Flag checks before the model checks: they need nothing on disk.
-    memory = memory_settings(args)
-    roofline = args.profile is not None and args.profile.startswith("roofline:")
-    profile = None if roofline else _check_profile(args.profile)
-    reload_cost = _reload_cost(args, profile, memory)
+def _check_numbers(args: argparse.Namespace) -> None:
+    for flag in ("max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        value = getattr(args, flag)
+        if value < 1:
+            raise NightjarInputError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
+    args.rate_scale = rate_scale_of(args)  # also reads the deprecated --time-scale
     if args.tensor_parallel_size < 1:
         raise NightjarInputError(
             f"--tensor-parallel-size must be >= 1, got {args.tensor_parallel_size}"
         )
     if args.ballast_blocks is not None and args.ballast_blocks < 0:
         raise NightjarInputError(f"--ballast-blocks must be >= 0, got {args.ballast_blocks}")
+
+
+def _lengths(args: argparse.Namespace, spec_tokens: int | None) -> tuple[int, int]:
+    """(gamma_max, the engine's num_speculative_tokens): each defaults to the other."""
+    gamma_max = args.gamma_max
+    if gamma_max is None:
+        gamma_max = spec_tokens if spec_tokens is not None else LIVE_GAMMA_MAX
+    k = gamma_max if spec_tokens is None else spec_tokens
+    if gamma_max < 0 or k < 0:
+        raise NightjarInputError("--gamma-max and num_speculative_tokens must be >= 0")
+    if gamma_max > k:
+        raise NightjarInputError(
+            f"--gamma-max {gamma_max} exceeds the engine's num_speculative_tokens "
+            f"({k}); vLLM cannot draft more tokens than it was started with"
+        )
+    return gamma_max, k
+
+
+def _drafter(args: argparse.Namespace, target: str) -> tuple[str, str | None, Any]:
+    """(method, resolved checkpoint or None, the choice), checked against the target."""
+    from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
+    from nightjar.live.drafters import check_fit, check_method, detect_method
+    from nightjar.live.models import default_draft, resolve_model
+
+    choice = _choice(args)
+    model = choice.model
+    method = choice.method
+    if model is None and method == DRAFT_MODEL and not choice.explicit:
+        model = default_draft(args.model)  # the preset's pair
+    draft = resolve_model(model, "draft") if model else None
+    if draft is not None and choice.method == DRAFT_MODEL and not _method_given(args):
+        method = detect_method(draft)  # vLLM detects an EAGLE head the same way
+    check_method(method)
+    # No drafter named and none found: a nospec-only run needs none;
+    # _check_drafter_present refuses the policies that would speculate.
+    named = choice.explicit and drafter_kind(method).needs_model
+    if named or draft is not None or method == "mtp":
+        check_fit(method, target, draft)
+    return method, draft, choice
+
+
+def _choice(args: argparse.Namespace) -> Any:
+    from nightjar.live.drafters import choose_drafter
+
+    return choose_drafter(
+        args.speculative_config, args.spec_method, args.spec_model, args.spec_tokens, args.draft
+    )
+
+
+def _method_given(args: argparse.Namespace) -> bool:
+    return args.spec_method is not None or "method" in (args.speculative_config or {})
+
+
+def _vllm_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """vLLM's own flags, parsed and checked by vLLM's parser (one line on a problem)."""
+    from nightjar.live.vllm_args import check_settings, engine_args, given_settings
+
+    given = given_settings(list(args.vllm_flags), serve=args.serve)
+    check_settings(given, {"--kv-cache-gb": args.kv_cache_gb is not None,
+                           "--compile": args.compile})
+    if not args.serve and args.server_args:
+        raise NightjarInputError(
+            "flags after -- go to vLLM's server and need --serve; give engine flags "
+            "before --"
+        )
+    if args.serve:
+        given_settings(list(args.vllm_flags) + list(args.server_args), serve=True)
+    return engine_args(given)
+
+
+def _check_memory_flags(args: argparse.Namespace, method: str, memory: Any) -> None:
+    from nightjar.core.drafter import offload_refusal
+
+    why = offload_refusal(method)
+    if why is None:
+        return
+    if memory is not None or args.forced_residency:
+        raise NightjarInputError(f"--offload on: {why}")
+    if args.alias_draft or args.ballast_blocks is not None:
+        flag = "--alias-draft" if args.alias_draft else "--ballast-blocks"
+        raise NightjarInputError(f"{flag}: {why}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nightjar.live.models import resolve_model, vocab_size
+    from nightjar.live.settings import LiveSettings
+    from nightjar.live.version import check_vllm_version
+    from nightjar.policies.registry import expand_specs
+
+    slo_from_args(args)  # a bad SLO or format fails before vLLM starts
+    from nightjar.results.write import require_format
+
+    require_format(args.format)
+    _check_numbers(args)
+    choice = _choice(args)
+    gamma_max, spec_tokens = _lengths(args, choice.spec_tokens)
+    # Flag checks before the model checks: they need nothing on disk.
+    memory = memory_settings(args)
+    roofline = args.profile is not None and args.profile.startswith("roofline:")
+    profile = None if roofline else _check_profile(args.profile)
+    reload_cost = _reload_cost(args, profile, memory)
     if args.alias_draft and memory is None and not args.forced_residency:
         # Without the memory controller no ballast is withheld: the KV pool would
         # hand out the very blocks that hold the draft's weights.
         raise NightjarInputError("--alias-draft needs --offload on (the ballast holds the draft)")
+    if choice.method in DRAFTERS:
+        # Named on the command line: refused without vLLM or a model on disk.
+        _check_memory_flags(args, choice.method, memory)
+    check_vllm_version()
+    engine_args = _vllm_settings(args)
     target = resolve_model(args.model, "model")
-    draft_arg = args.draft or default_draft(args.model)
-    draft = resolve_model(draft_arg, "draft") if draft_arg else None
-    # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
-    vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
+    method, draft, choice = _drafter(args, target)
+    _check_memory_flags(args, method, memory)
+    # Synthetic prompt ids come from the target's vocabulary (a drafter's own was
+    # checked against it by _drafter).
+    vocab = vocab_size(target) or 32000
     if roofline:
         # Needs the models' config.json, so it is built once they are resolved.
-        profile = _check_profile(roofline_prior(args.profile.partition(":")[2], target, draft))
+        gpu = args.profile.partition(":")[2]
+        profile = _check_profile(roofline_prior(gpu, target, draft, method))
         reload_cost = _reload_cost(args, profile, memory)
     default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
-    _check_policies(specs, args.gamma_max)
-    if draft is None and any(spec_needs_draft(s) for s in specs):
-        raise NightjarInputError("policies other than nospec need a draft model (--draft)")
+    _check_policies(specs, gamma_max)
+    engine = _Engine(target, method, draft, dict(choice.options), gamma_max, spec_tokens,
+                     vocab, engine_args)
+    _check_drafter_present(engine, specs)
     _check_kv_room(args, draft if any(s != "nospec" for s in specs) else None, memory)
     forced = _forced_residency(args.forced_residency)
     base = LiveSettings(
-        gamma_max=args.gamma_max,
+        gamma_max=gamma_max,
         seed=args.seed,
         draft_kv=args.draft_kv,
         memory=memory,
@@ -426,23 +588,34 @@ def run(args: argparse.Namespace) -> int:
         if len(specs) != 1:
             raise NightjarInputError("--serve runs one policy; give exactly one --policy")
         from nightjar.live.serve import serve
+        from nightjar.live.vllm_args import take_flag
 
         settings = dataclasses.replace(base, policy=specs[0])
-        extra = [a for a in (args.vllm_args or []) if a != "--"]
-        return int(serve(_engine_spec(args, target, draft, settings), args.host, args.port, extra))
+        flags = list(args.vllm_flags) + [a for a in args.server_args if a != "--"]
+        spec = _engine_spec(args, engine, settings)
+        if "additional_config" in engine.engine_args:
+            # The server would take the user's object instead of Nightjar's: merge them
+            # (engine_kwargs does) and pass the merged one.
+            flags = take_flag(flags, "--additional-config")
+            extra_config = {"additional_config": engine.engine_args["additional_config"]}
+            spec = dataclasses.replace(spec, engine_args=extra_config)
+        return int(serve(spec, args.host, args.port, flags))
     if args.trace is None:
         raise NightjarInputError("give --trace FILE to replay, or --serve")
-    return _replay_all(args, target, draft, vocab, base, specs)
+    return _replay_all(args, engine, base, specs)
 
 
-def _replay_all(
-    args: argparse.Namespace,
-    target: str,
-    draft: str | None,
-    vocab: int,
-    base: Any,
-    specs: list[str],
-) -> int:
+def _check_drafter_present(engine: _Engine, specs: list[str]) -> None:
+    from nightjar.core.drafter import drafter_kind
+    from nightjar.policies.registry import spec_needs_draft
+
+    if engine.draft is None and drafter_kind(engine.method).needs_model and any(
+        spec_needs_draft(s) for s in specs
+    ):
+        raise NightjarInputError("policies other than nospec need a draft model (--draft)")
+
+
+def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: list[str]) -> int:
     from rich.console import Console
 
     from nightjar.live import logs
@@ -458,10 +631,10 @@ def _replay_all(
     if args.max_requests is not None:
         trace = _head(trace, args.max_requests)
     ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
-    if ids and max(ids) >= vocab:
+    if ids and max(ids) >= engine.vocab:
         raise NightjarInputError(
             f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
-            f"vocabulary ({vocab} tokens)")
+            f"vocabulary ({engine.vocab} tokens)")
     out = args.out or default_out_dir(f"live-{trace.name}")
     prepare_out_dir(out, args.force, replace=args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
@@ -472,31 +645,32 @@ def _replay_all(
 
         console = Console(stderr=True)
         results: list[Any] = []
+        facts: list[dict[str, Any]] = []
         with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
             for i, spec in enumerate(specs):
                 step_log = out / f".steps-{i}.jsonl"
                 step_log.unlink(missing_ok=True)  # the scheduler appends
                 settings = dataclasses.replace(base, policy=spec, step_log=str(step_log))
-                engine = _engine_spec(args, target, draft, settings)
                 label = f"{i + 1}/{len(specs)} {spec}"
                 bar.add(label, float(len(trace)))
                 started = time.monotonic()
                 result, _ = replay(
                     trace,
-                    engine,
-                    ReplayOptions(vocab, args.seed),
+                    _engine_spec(args, engine, settings),
+                    ReplayOptions(engine.vocab, args.seed),
                     progress=functools.partial(_advance, bar, label),
                 )
+                facts.append(_engine_facts(step_log))
                 bar.print(
                     f"[bold]{spec}[/]: {len(trace)} requests in {time.monotonic() - started:.0f} s"
                 )
                 result.policy = spec
                 results.append(result)
-    title = f"live: {trace.name} on {Path(target).name} ({len(trace)} requests)"
+    title = f"live: {trace.name} on {Path(engine.target).name} ({len(trace)} requests)"
     # No oracle and no bound on vLLM (the engine knows no true table): the yardstick
     # is the best static run (nospec, fixed:G) among those replayed.
     result_set = ResultSet.build(
-        results, title=title, oracle_policy=None, gamma_max=args.gamma_max,
+        results, title=title, oracle_policy=None, gamma_max=engine.gamma_max,
         slo=slo_from_args(args), offload=args.offload == "on",
     )
     Console().print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
@@ -507,8 +681,19 @@ def _replay_all(
         fmt=args.format,
     )
     _write_step_tables(result_set, out)
+    for run, engine_facts in zip(result_set.runs, facts, strict=True):
+        # The engine's settings as vLLM resolved them (the scheduler read them back).
+        (out / run.slug / "engine.json").write_text(json.dumps(engine_facts, indent=1))
     console.print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
+
+
+def _engine_facts(step_log: Path) -> dict[str, Any]:
+    from nightjar.live.steplog import read_log
+
+    start = next((e for e in read_log(step_log).events if e.get("event") == "start"), {})
+    engine: dict[str, Any] = dict(start.get("engine") or {})
+    return engine
 
 
 def rate_scale_of(args: argparse.Namespace) -> float:

@@ -45,6 +45,17 @@ def add_parser(sub: Any) -> None:
         "(measured)",
     )
     p.add_argument("--draft", help="draft model (measured: default the preset's)")
+    p.add_argument(
+        "--drafter", default=None, metavar="KIND",
+        help="drafter kind: draft_model (default, with --draft), eagle, eagle3, mtp (derived "
+        "from the target), ngram, suffix (a host lookup); measured profiling takes vLLM's "
+        "method the same way (or its --speculative-config)",
+    )
+    p.add_argument(
+        "--speculative-config", default=None, metavar="JSON",
+        help="measured: vLLM's speculative config (method, model and the method's keys; "
+        "num_speculative_tokens comes from --gammas)",
+    )
     a = p.add_argument_group("any model, any GPU, tensor parallelism (--roofline)")
     a.add_argument("--model-config", metavar="CONFIG",
                    help="target shape from a Hugging Face config.json (or its directory), "
@@ -166,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
 def _command(args: argparse.Namespace) -> str:
     """The canonical command line that reproduces this profile (stored in the file)."""
     parts = ["nightjar", "profile", "--roofline"]
-    for flag in ("gpu", "gpu_spec", "model", "model_config", "draft", "draft_config", "tp"):
+    for flag in ("gpu", "gpu_spec", "model", "model_config", "draft", "draft_config", "drafter",
+                 "tp"):
         value = getattr(args, flag, None)
         if value is not None:
             parts += ["--" + flag.replace("_", "-"), str(value)]
@@ -199,6 +211,7 @@ def _roofline(args: argparse.Namespace) -> int:
     )
 
     gpu, target, draft = _roofline_inputs(args)
+    kind = args.drafter or "draft_model"
     tp = 1 if args.tp is None else args.tp
     params = RooflineParams()
     if args.gpu_memory_utilization is not None:
@@ -236,11 +249,13 @@ def _roofline(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len,
     )
     label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
-    out = Path(args.out) if args.out else Path(f"{label}__{target.name}+{draft.name}.json")
+    dname = draft.name if draft is not None else kind
+    out = Path(args.out) if args.out else Path(f"{label}__{target.name}+{dname}.json")
     real = check_out_file(out, args.force, inputs=[
         x for x in (args.gpu_spec, args.model_config, args.draft_config) if x])
     data = build_profile(
-        gpu, target, draft, _command(args), params, args.activation_reserve_bytes, deployment, tp
+        gpu, target, draft, _command(args), params, args.activation_reserve_bytes, deployment, tp,
+        drafter=kind,
     )
     profile = Profile.from_json(data, str(out))  # validate before writing
     write_out_file(real, json.dumps(data, separators=(",", ":")) + "\n", out)
@@ -252,30 +267,42 @@ def _roofline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _roofline_inputs(args: argparse.Namespace) -> tuple[GPU, ModelArch, ModelArch]:
-    """The GPU and the two shapes, from the catalogue or from the user's files."""
+def _roofline_inputs(args: argparse.Namespace) -> tuple[GPU, ModelArch, ModelArch | None]:
+    """The GPU and the two shapes, from the catalogue or from the user's files; no draft
+    shape for a drafter derived from the target (``--drafter eagle3``, ...)."""
+    from nightjar.roofline.drafters import check_kind
     from nightjar.roofline.gpu_spec import parse_gpu_spec
     from nightjar.roofline.hardware import check_same_vocab, get_gpu, get_model
     from nightjar.roofline.model_config import load_model_config
     from nightjar.roofline.tensor_parallel import check_tp
 
-    for name, alt in (("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config")):
+    if args.speculative_config is not None:
+        raise NightjarInputError("--speculative-config is for measured profiling; the roofline "
+                                 "takes --drafter KIND")
+    kind = args.drafter or "draft_model"
+    separate = kind == "draft_model"
+    pairs = [("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config")]
+    for name, alt in pairs:
         both = getattr(args, name) is not None and getattr(args, alt) is not None
         if both:
             raise NightjarInputError(f"give --{name} or --{alt.replace('_', '-')}, not both")
     missing = [
         f"--{name} (or --{alt.replace('_', '-')})"
-        for name, alt in (("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config"))
+        for name, alt in pairs[: 3 if separate else 2]
         if not getattr(args, name) and not getattr(args, alt)
     ]
     if missing:
         raise NightjarInputError(f"--roofline needs {', '.join(missing)}")
     gpu = get_gpu(args.gpu) if args.gpu else parse_gpu_spec(args.gpu_spec)
     target = get_model(args.model) if args.model else load_model_config(args.model_config)
-    draft = get_model(args.draft) if args.draft else load_model_config(args.draft_config)
-    check_same_vocab(target, draft)
+    given = args.draft is not None or args.draft_config is not None
+    check_kind(kind, target, given)
     tp = 1 if args.tp is None else args.tp
     check_tp(target, tp)
+    if not separate:
+        return gpu, target, None
+    draft = get_model(args.draft) if args.draft else load_model_config(args.draft_config)
+    check_same_vocab(target, draft)
     check_tp(draft, tp)
     return gpu, target, draft
 

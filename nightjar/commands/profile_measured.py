@@ -34,8 +34,14 @@ def _name(arg: str) -> str:
     return path.resolve().name if path.is_dir() else arg.rsplit("/", 1)[-1]
 
 
-def _command(args: argparse.Namespace, draft: str, out: Path) -> str:
-    parts = ["nightjar", "profile", "--model", args.model, "--draft", draft]
+def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
+    parts = ["nightjar", "profile", "--model", args.model]
+    if draft is not None:
+        parts += ["--draft", draft]
+    if args.drafter is not None:
+        parts += ["--drafter", args.drafter]
+    if args.speculative_config is not None:
+        parts += ["--speculative-config", args.speculative_config]
     for flag in ("batch_sizes", "gammas", "contexts", "prefill_lengths", "mixed_batch_sizes",
                  "mixed_tokens"):
         parts += ["--" + flag.replace("_", "-"), getattr(args, flag)]
@@ -126,8 +132,44 @@ def _refuse_inconsistent(data: dict[str, Any], bad: list[Any], out: Path, keep: 
     )
 
 
+def _drafter(
+    args: argparse.Namespace, target: str
+) -> tuple[str, str | None, str | None, dict[str, Any]]:
+    """(method, the drafter's checkpoint as given, resolved, its other config keys):
+    ``--drafter`` is vLLM's method, ``--speculative-config`` its whole config (the
+    gammas set ``num_speculative_tokens``), ``--draft`` its model; one spelling each."""
+    from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
+    from nightjar.live.drafters import check_fit, check_method, choose_drafter, detect_method
+    from nightjar.live.models import default_draft, resolve_model
+
+    config = None
+    if args.speculative_config is not None:
+        try:
+            config = json.loads(args.speculative_config)
+        except json.JSONDecodeError as exc:
+            raise NightjarInputError(f"--speculative-config: not JSON ({exc})") from None
+        if not isinstance(config, dict):
+            raise NightjarInputError("--speculative-config must be a JSON object")
+        if "num_speculative_tokens" in config:
+            raise NightjarInputError("--speculative-config: num_speculative_tokens comes from "
+                                     "--gammas (their largest) in measured profiling")
+    choice = choose_drafter(config, args.drafter, None, None, args.draft)
+    method, model = choice.method, choice.model
+    if model is None and method == DRAFT_MODEL:
+        model = default_draft(args.model)
+        if model is None:
+            raise NightjarInputError("measured profiling needs a draft model (--draft PATH)")
+    draft = resolve_model(model, "draft") if model else None
+    if draft is not None and args.drafter is None and "method" not in (config or {}):
+        method = detect_method(draft)
+    check_method(method)
+    if drafter_kind(method).needs_model or draft is not None or method == "mtp":
+        check_fit(method, target, draft)
+    return method, model, draft, dict(choice.options)
+
+
 def run_measured(args: argparse.Namespace) -> int:
-    from nightjar.live.models import check_pair, default_draft, max_position, resolve_model
+    from nightjar.live.models import check_pair, max_position, read_config, resolve_model
     from nightjar.live.version import check_vllm_version
     from nightjar.profile.model import Profile
     from nightjar.results.outdir import check_out_file, write_out_file
@@ -145,11 +187,10 @@ def run_measured(args: argparse.Namespace) -> int:
     base = _base_profile(args.add_mixed_to)
     check_vllm_version()
     target = resolve_model(args.model, "model")
-    draft_arg = args.draft or default_draft(args.model)
-    if draft_arg is None:
-        raise NightjarInputError("measured profiling needs a draft model (--draft PATH)")
-    draft = resolve_model(draft_arg, "draft")
-    vocab = check_pair(target, draft)
+    method, draft_arg, draft, options = _drafter(args, target)
+    vocab = check_pair(target, draft) if draft is not None and method == "draft_model" else int(
+        read_config(target).get("vocab_size") or 32000
+    )
 
     from nightjar.live import logs
 
@@ -163,7 +204,10 @@ def run_measured(args: argparse.Namespace) -> int:
             target=target,
             draft=draft,
             target_name=_name(args.model),
-            draft_name=_name(draft_arg),
+            # A lookup or MTP drafter has no checkpoint of its own: named by its method.
+            draft_name=_name(draft_arg) if draft_arg else method,
+            method=method,
+            spec_options=tuple(sorted(options.items())),
             batch_sizes=int_list(args.batch_sizes, "--batch-sizes"),
             gammas=int_list(args.gammas, "--gammas"),
             contexts=int_list(args.contexts, "--contexts"),
@@ -177,8 +221,8 @@ def run_measured(args: argparse.Namespace) -> int:
             seed=args.seed,
             prompts=_prompts(args.prompts),
             workload=args.workload,
-            command=_command(args, draft_arg, out),
-            model_max_len=min(max_position(target), max_position(draft)),
+            command=_command(args, args.draft, out),
+            model_max_len=min(max_position(target), max_position(draft or target)),
             in_process=args.in_process,
             remeasure=args.remeasure,
         )

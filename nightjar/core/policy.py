@@ -47,6 +47,10 @@ class PolicyEnv:
     # Whether the engine can run a different length per request (the simulator can,
     # vLLM cannot).
     per_request: bool = True
+    # The drafter's kind (``nightjar.core.drafter.DRAFTERS``): whether turning
+    # speculation back on pays a catch-up (a drafter with its own KV does; n-gram
+    # and suffix lookups do not), and whether there is anything to offload.
+    drafter: str = "draft_model"
 
 
 PolicyFactory = Callable[[str | None, PolicyEnv], Policy]

@@ -9,7 +9,10 @@ This module imports neither vllm nor torch.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
@@ -17,6 +20,12 @@ from nightjar.core.memory import MemoryConfig
 from nightjar.errors import NightjarInputError
 
 KEY = "nightjar"
+# The drop-in path (``vllm serve ... --scheduler-cls nightjar... --worker-cls ...``):
+# Nightjar's settings as JSON, or the path of a JSON file, in this variable, when
+# ``--additional-config`` has no "nightjar" key. The engine's processes inherit it.
+CONFIG_ENV = "NIGHTJAR_CONFIG"
+# What a drop-in engine runs when its settings name no policy (``--serve``'s default).
+DROP_IN_POLICY = "nightjar"
 
 # The only vLLM release whose private scheduler/worker internals this package
 # has been checked against; others fail fast with a clear message.
@@ -107,8 +116,24 @@ class LiveSettings:
         return {KEY: data}
 
     @classmethod
+    def for_engine(cls, additional_config: dict[str, Any] | None, spec_tokens: int) -> LiveSettings:
+        """The settings a plugged-in engine runs with: ``additional_config["nightjar"]``
+        (what ``nightjar live`` sends), else :data:`CONFIG_ENV` (the drop-in path), else
+        the defaults. Where the drop-in settings leave them out, the policy is
+        :data:`DROP_IN_POLICY` and ``gamma_max`` the engine's speculative length."""
+        if KEY in (additional_config or {}):
+            return cls.from_config(additional_config)
+        data = _env_settings()
+        data.setdefault("policy", DROP_IN_POLICY)
+        data.setdefault("gamma_max", spec_tokens)
+        return cls.from_config({KEY: data})
+
+    @classmethod
     def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
         data = dict((additional_config or {}).get(KEY) or {})
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise NightjarInputError(f"nightjar settings: unknown key {unknown[0]!r}")
         forced = data.pop("forced_residency", {}) or {}
         forced_ms = data.pop("forced_residency_ms", {}) or {}
         memory = data.pop("memory", None)
@@ -118,3 +143,24 @@ class LiveSettings:
             forced_residency={int(k): str(v) for k, v in forced.items()},
             forced_residency_ms={int(k): str(v) for k, v in forced_ms.items()},
         )
+
+
+def _env_settings() -> dict[str, Any]:
+    """Nightjar's settings from :data:`CONFIG_ENV` (JSON text or a JSON file), or {}."""
+    text = os.environ.get(CONFIG_ENV, "").strip()
+    if not text:
+        return {}
+    if not text.startswith("{"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise NightjarInputError(
+                f"{CONFIG_ENV}={text}: cannot read ({exc.strerror or exc})"
+            ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NightjarInputError(f"{CONFIG_ENV}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise NightjarInputError(f"{CONFIG_ENV}: must hold a JSON object of Nightjar settings")
+    return data

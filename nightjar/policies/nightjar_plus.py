@@ -32,8 +32,9 @@ gamma:
   toggle starts;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and much less when the rebuild
-  is dear, since one exploring step pays all of it); a 1% hysteresis keeps the
-  current arm against near-ties;
+  is dear, since one exploring step pays all of it; with a drafter that keeps no
+  KV, ``PolicyEnv.drafter`` n-gram or suffix, a toggle is free and explored like
+  any neighbour); a 1% hysteresis keeps the current arm against near-ties;
 - objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
   lengths whose lookahead the free blocks cannot hold are never chosen (off by
   default: measured, it costs more than it saves); ``nightjar+:slo`` trades per-token
@@ -47,6 +48,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from nightjar.core.drafter import drafter_kind
 from nightjar.core.estimators import EffectiveAcceptance, RebuildCost
 from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
@@ -115,6 +117,10 @@ class NightjarPlusPolicy:
         self._off_run = 0  # length of the current gamma-0 run, in steps
         self._off_len = INITIAL_RUN
         self._off = False  # whether the last decision was gamma 0
+        # A drafter without a KV cache of its own (n-gram, suffix) has nothing to
+        # rebuild after gamma 0: toggling speculation costs nothing, so it is
+        # explored as often as any other neighbour.
+        self._free_toggle = not drafter_kind(env.drafter).has_kv
 
     @property
     def alpha(self) -> float:
@@ -202,7 +208,11 @@ class NightjarPlusPolicy:
                 t_best = self._times.times(ctx.batch_size, ctx.mean_context_len)[best]
                 lag = self._lag_now(ctx.batch_size, ctx.mean_context_len)
                 extra += self._rebuild.predict(lag) / t_best
-            if (g == 0) == (best == 0) or self._rng.random() * (1.0 + extra) ** 2 < 0.25:
+            if (
+                self._free_toggle
+                or (g == 0) == (best == 0)
+                or self._rng.random() * (1.0 + extra) ** 2 < 0.25
+            ):
                 return self._chose(g)
         return self._chose(best)
 

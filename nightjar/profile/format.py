@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nightjar.core.drafter import DRAFT_MODEL, DRAFTERS
 from nightjar.errors import NightjarInputError
 
 # "roofline": the uncalibrated model of earlier releases, still accepted.
@@ -38,7 +39,7 @@ TOP_KEYS = frozenset({
     "$schema",  # where an editor finds the JSON Schema (nightjar.schemas); ignored
     "format_version", "name", "source", "command", "notes", "gpu", "target", "draft",
     "hardware", "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
-    "mixed", "acceptance",
+    "mixed", "acceptance", "drafter",
 })
 ACCEPTANCE_KEYS = frozenset({"mean", "concentration"})
 DECODE_COLUMNS = ("batch_size", "gamma", "context_len", "step_ms", "draft_ms", "verify_ms")
@@ -71,6 +72,8 @@ class ParsedProfile:
     mixed_batch_sizes: list[int] = field(default_factory=list)
     mixed_tokens: list[int] = field(default_factory=list)
     mixed_added_s: dict[int, list[float]] = field(default_factory=dict)
+    # The drafter's kind (nightjar.core.drafter); absent in a file means a draft model.
+    drafter: str = DRAFT_MODEL
 
 
 # Larger values are typos (and would overflow int64 arithmetic downstream).
@@ -239,6 +242,20 @@ def _mixed(r: _Reader, data: dict[str, Any]) -> tuple[list[int], list[int], dict
     return bs, ts, {b: [cells[(b, t)] for t in ts] for b in bs}
 
 
+def _drafter(r: _Reader, data: dict[str, Any], memory: dict[str, Any]) -> str:
+    """The optional ``drafter`` and what it implies for the memory facts."""
+    name = data.get("drafter", DRAFT_MODEL)
+    if name not in DRAFTERS:
+        raise r.fail("drafter", f"must be one of {', '.join(DRAFTERS)}, got {_short(name)}")
+    kind = DRAFTERS[name]
+    if not kind.has_kv and memory["draft_kv_bytes_per_token"] != 0:
+        raise r.fail("memory.draft_kv_bytes_per_token",
+                     f"must be 0 for the {name} drafter (it keeps no KV cache)")
+    if not kind.own_weights and not kind.has_kv and memory["draft_weight_bytes"] != 0:
+        raise r.fail("memory.draft_weight_bytes", f"must be 0 for the {name} drafter (no weights)")
+    return str(name)
+
+
 def _ms(r: _Reader, v: float, field: str, *, zero: bool = False) -> None:
     """A duration in the range any engine's steps take (see :data:`MIN_MS`)."""
     if zero and v == 0:
@@ -328,6 +345,7 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
     if len(set(tokens)) != len(tokens) or tokens[0] < 1:
         raise r.fail("prefill", "token counts must be distinct and >= 1")
     mixed = _mixed(r, data)
+    memory = _memory(r, data)
     return ParsedProfile(
         name=r.text(data, "name"),
         source=source,
@@ -335,7 +353,7 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
         gpu=r.text(data, "gpu"),
         target=r.text(data, "target"),
         draft=r.text(data, "draft"),
-        memory=_memory(r, data),
+        memory=memory,
         batch_sizes=bs,
         gammas=gs,
         context_lens=cs,
@@ -348,4 +366,5 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
         mixed_batch_sizes=mixed[0],
         mixed_tokens=mixed[1],
         mixed_added_s=mixed[2],
+        drafter=_drafter(r, data, memory),
     )

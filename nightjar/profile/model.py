@@ -151,6 +151,9 @@ class Profile:
         self.gpu: str = p.gpu
         self.target: str = p.target
         self.draft: str = p.draft
+        # What kind of drafter ``draft`` is (nightjar.core.drafter): a draft model
+        # unless the file says otherwise.
+        self.drafter: str = p.drafter
         self.memory = MemoryFacts(**p.memory)
         if self.memory.kv_blocks(True) < 1:
             # An engine cannot start without a single KV block: refuse the profile here

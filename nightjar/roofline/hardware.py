@@ -56,6 +56,9 @@ class ModelArch:
     tokens: int | None = None
     # Tensor-parallel degree this shape is one rank's share of (nightjar.roofline.tensor_parallel).
     tp: int = 1
+    # Multi-token-prediction layers the checkpoint carries (``num_nextn_predict_layers``:
+    # DeepSeek-V3, MiMo), which vLLM's ``mtp`` drafter runs; 0 for most models.
+    mtp_layers: int = 0
 
     @property
     def vocab_rows(self) -> int:

@@ -40,11 +40,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
 from nightjar.errors import NightjarInputError
 from nightjar.roofline.calibration.fits import fit_for, fit_name, fit_ridge, get_fit
 from nightjar.roofline.calibration.fitted import VIDUR_COMMIT
 from nightjar.roofline.calibration.ops import OpFit, elementwise_s, gemm_s
 from nightjar.roofline.calibration.overheads import EAGER, GRAPH, term_values
+from nightjar.roofline.drafters import (
+    KIND_PRIORS,
+    DraftCost,
+    check_kind,
+    head_cost,
+    lookup_cost,
+)
 from nightjar.roofline.hardware import GPU, ModelArch, check_same_vocab, get_gpu, get_model
 from nightjar.roofline.tensor_parallel import comm_s, shard, tp_metadata
 
@@ -297,30 +305,62 @@ def _ridge_note(gpu: GPU, op_fit: str) -> str:
     )
 
 
+def draft_model_cost(gpu: GPU, d: ModelArch, p: RooflineParams) -> DraftCost:
+    """A separate draft model's prices: the roofline's own forwards of ``d``."""
+    return DraftCost(
+        d, d.weight_bytes, d.kv_bytes_per_token,
+        step=lambda b, g, c: draft_s(gpu, d, p, b, g, c),
+        forward=lambda b, c: forward_s(gpu, d, p, tokens=b, seqs=b, context=c),
+        prefill=lambda n: prefill_s(gpu, d, p, n),
+    )
+
+
+def drafter_cost(kind: str, gpu: GPU, t: ModelArch, d: ModelArch | None,
+                 p: RooflineParams) -> DraftCost:
+    """The drafter of ``kind`` for target shard ``t`` (``d``: the draft model's shard)."""
+    if kind == DRAFT_MODEL:
+        assert d is not None
+        return draft_model_cost(gpu, d, p)
+    if kind in ("ngram", "suffix"):
+        return lookup_cost(kind, t)
+    fit = resolve(p, gpu).op_fit
+    return head_cost(kind, gpu, t, p, forward_s, lambda b: sample_s(gpu, t, p, b), fit,
+                     prefill_s)
+
+
 def build_profile(
     gpu_name: str | GPU,
     target_name: str | ModelArch,
-    draft_name: str | ModelArch,
+    draft_name: str | ModelArch | None,
     command: str,
     params: RooflineParams | None = None,
     activation_reserve_bytes: int | None = None,
     deployment: Deployment | None = None,
     tp: int = 1,
+    drafter: str = DRAFT_MODEL,
 ) -> dict[str, Any]:
     """The profile JSON (format_version 1) the roofline predicts for this pair.
 
     Names are looked up in the catalogue; a ``GPU`` or ``ModelArch`` (``--gpu-spec``,
     ``--model-config``) is used as given. With ``tp`` > 1 every time and memory figure
     is one rank's (nightjar.roofline.tensor_parallel); target and draft both run at ``tp``.
+    ``drafter`` other than a draft model (nightjar.roofline.drafters) derives the
+    drafter from the target; ``draft_name`` is then None.
     """
     dep = deployment or Deployment()
     contexts = [c for c in CONTEXT_GRID if dep.max_model_len is None or c <= dep.max_model_len]
     gpu = get_gpu(gpu_name) if isinstance(gpu_name, str) else gpu_name
     t = get_model(target_name) if isinstance(target_name, str) else target_name
     d = get_model(draft_name) if isinstance(draft_name, str) else draft_name
-    check_same_vocab(t, d)
-    t, d = shard(t, tp), shard(d, tp)
+    check_kind(drafter, t, d is not None and drafter != DRAFT_MODEL)
+    if drafter == DRAFT_MODEL:
+        if d is None:
+            raise NightjarInputError("a draft_model profile needs a draft model")
+        check_same_vocab(t, d)
+        d = shard(d, tp)
+    t = shard(t, tp)
     p = resolve(params or RooflineParams(), gpu)
+    cost = drafter_cost(drafter, gpu, t, d, p)
     reserve = (
         estimate_activation_reserve(t, p)
         if activation_reserve_bytes is None
@@ -330,26 +370,25 @@ def build_profile(
     for b in BATCH_GRID:
         for g in GAMMA_GRID:
             for c in contexts:
-                ds, vs = draft_s(gpu, d, p, b, g, c), verify_s(gpu, t, p, b, g, c)
+                ds, vs = cost.step(b, g, c), verify_s(gpu, t, p, b, g, c)
                 step = ds + vs + step_overhead_s(gpu, t, p, b, g)
                 decode.append([b, g, c, _ms(step), _ms(ds), _ms(vs)])
-    fwd = [
-        [b, c, _ms(forward_s(gpu, d, p, tokens=b, seqs=b, context=c))]
-        for b in BATCH_GRID
-        for c in contexts
-    ]
-    prefill = [
-        [n, _ms(prefill_s(gpu, t, p, n)), _ms(prefill_s(gpu, d, p, n))] for n in PREFILL_GRID
-    ]
-    priors = ACCEPTANCE_PRIORS.get((t.name, d.name), {})
+    fwd = [[b, c, _ms(cost.forward(b, c))] for b in BATCH_GRID for c in contexts]
+    prefill = [[n, _ms(prefill_s(gpu, t, p, n)), _ms(cost.prefill(n))] for n in PREFILL_GRID]
+    dname = cost.arch.name if drafter == DRAFT_MODEL else drafter
+    priors = (
+        ACCEPTANCE_PRIORS.get((t.name, dname), {})
+        if drafter == DRAFT_MODEL
+        else KIND_PRIORS[drafter]
+    )
     memory: dict[str, Any] = {
         "device_bytes": gpu.memory_bytes,
         "gpu_memory_utilization": p.gpu_memory_utilization,
         "target_weight_bytes": t.weight_bytes,
-        "draft_weight_bytes": d.weight_bytes,
+        "draft_weight_bytes": cost.weight_bytes,
         "activation_reserve_bytes": reserve,
         "target_kv_bytes_per_token": t.kv_bytes_per_token,
-        "draft_kv_bytes_per_token": d.kv_bytes_per_token,
+        "draft_kv_bytes_per_token": cost.kv_bytes_per_token,
         "block_size": p.block_size,
         "host_link_bytes_per_s": gpu.host_link_bytes_per_s,
         "device_bandwidth_bytes_per_s": gpu.mem_bandwidth_bytes_per_s,
@@ -359,9 +398,14 @@ def build_profile(
             memory[key] = getattr(dep, key)
     gpu_label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
     gpu_label = f"{gpu_label}-{dep.variant}" if dep.variant else gpu_label
-    return {
+    kind_notes = "" if drafter == DRAFT_MODEL else (
+        f" Drafter {drafter} derived from the target (nightjar.roofline.drafters): "
+        f"{drafter_kind(drafter).summary}; its costs and acceptance are modelled and "
+        "assumed, not measured."
+    )
+    out: dict[str, Any] = {
         "format_version": 1,
-        "name": f"{gpu_label}/{t.name}+{d.name}",
+        "name": f"{gpu_label}/{t.name}+{dname}",
         "source": "calibrated-roofline",
         "command": command,
         "notes": "Calibrated roofline model (nightjar.roofline), not a measurement of this "
@@ -369,15 +413,15 @@ def build_profile(
         f"attention analytic ({p.verify_attention} verify); "
         f"host overheads for {p.execution} execution, most of them assumed (sources in "
         "the roofline section and nightjar.roofline.calibration.overheads). Acceptance values are "
-        "assumed priors, not measured.",
+        "assumed priors, not measured." + kind_notes,
         "gpu": gpu.name,
         "target": t.name,
-        "draft": d.name,
+        "draft": dname,
         "hardware": {
             "description": gpu.description,
             "peak_flops": gpu.peak_flops,
             "target_hf_id": t.hf_id,
-            "draft_hf_id": d.hf_id,
+            "draft_hf_id": cost.arch.hf_id,
             **tp_metadata(gpu, t, tp),
         },
         "roofline": asdict(p),
@@ -387,3 +431,7 @@ def build_profile(
         "prefill": prefill,
         "acceptance": {w: {"mean": m, "concentration": k} for w, (m, k) in priors.items()},
     }
+    if drafter != DRAFT_MODEL:
+        # Absent means a draft model: the bundled profiles stay as they were.
+        out["drafter"] = drafter
+    return out

@@ -115,5 +115,15 @@ def load_model_config(arg: str) -> ModelArch:
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         qkv_bias=bool(bias),
         tokens=tokenizer_ids(path.parent / "tokenizer.json"),
+        mtp_layers=_mtp_layers(cfg, path),
     )
     return replace(arch, params=arch.derived_params())
+
+
+def _mtp_layers(cfg: dict[str, Any], path: Path) -> int:
+    value = cfg.get("num_nextn_predict_layers", 0) or 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise NightjarInputError(
+            f"{path}: num_nextn_predict_layers must be an integer >= 0, got {value!r}"
+        )
+    return value

@@ -94,6 +94,7 @@ def trace_schema() -> dict[str, Any]:
 
 
 def profile_schema() -> dict[str, Any]:
+    from nightjar.core.drafter import DRAFTERS
     from nightjar.profile.format import (
         DECODE_COLUMNS,
         DRAFT_FORWARD_COLUMNS,
@@ -152,7 +153,7 @@ def profile_schema() -> dict[str, Any]:
             "format_version": {"const": FORMAT_VERSION},
             "name": text, "source": {"enum": list(SOURCES)}, "command": text, "gpu": text,
             "target": text, "draft": text, "notes": {}, "hardware": {}, "roofline": {},
-            "measured": {},
+            "measured": {}, "drafter": {"enum": list(DRAFTERS)},
             "memory": {"type": "object", "additionalProperties": False,
                        "required": [*MEMORY_INT_FIELDS, *MEMORY_FLOAT_FIELDS],
                        "properties": memory},

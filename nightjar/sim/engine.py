@@ -22,6 +22,7 @@ import simpy
 
 from nightjar.core.admission import Limits, Room, admit, step_batch
 from nightjar.core.arrivals import ARRIVAL_WINDOW_S
+from nightjar.core.drafter import drafter_kind
 from nightjar.core.driver import StepDriver
 from nightjar.core.policy import Policy
 from nightjar.core.records import StepRecord
@@ -52,8 +53,6 @@ from nightjar.sim.yardstick import Recorder
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
 IDLE_POLL_S = 0.01
-# Budget tokens vLLM V1 reserves per scheduled request for a draft model's slot.
-DRAFT_SLOTS = 1
 # Uniforms the geometric acceptance draw takes from the generator at a time.
 UNIFORM_BLOCK = 1 << 15
 
@@ -86,7 +85,13 @@ class Engine:
         # (``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for draft_model):
         # live mixed steps of B decodes at gamma 3 carry 2048 - B(3 + 2) - (prompts)
         # prompt tokens. The paper's V0 engine has no such term.
-        self.draft_slots = DRAFT_SLOTS if with_draft and config.engine is SchedulerMode.V1 else 0
+        # Other drafters reserve none (nightjar.core.drafter: ``draft_slots``).
+        kind = drafter_kind(profile.drafter)
+        v1 = config.engine is SchedulerMode.V1
+        self.draft_slots = kind.draft_slots if with_draft and v1 else 0
+        # A lookup drafter (n-gram, suffix) keeps no KV: nothing goes stale at gamma 0,
+        # no catch-up when speculation returns, nothing to keep in sync.
+        self._draft_has_kv = kind.has_kv
         self.draft: DraftMemory | NoDraft = (
             DraftMemory(env, self.pool, profile, config) if with_draft
             else NoDraft(lambda: float(env.now))
@@ -129,7 +134,8 @@ class Engine:
         self._log_u = np.zeros(0)
         self._u_pos = 0
         self._v1 = config.engine is SchedulerMode.V1
-        self._sync = config.draft_kv_mode is DraftKVMode.SYNC
+        # A lookup drafter keeps nothing in sync.
+        self._sync = self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SYNC
         self._window_start = 0  # first arrival inside the arrival-rate window
         self._moved = False  # the last step emitted or prefilled a token
         self._pricer = StepPricer(profile)  # price_step, its prefill curves memoised
@@ -149,7 +155,9 @@ class Engine:
         )
         # The run's trajectory for the regret bound (nightjar.sim.yardstick).
         self.yardstick = Recorder(
-            profile, config.gamma_max, skip=config.draft_kv_mode is DraftKVMode.SKIP,
+            profile, config.gamma_max,
+            # A lookup drafter has nothing to rebuild after gamma 0.
+            skip=self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SKIP,
             positional_decay=config.positional_decay,
             positional=not self._geometric,
             num_requests=len(self._prompt),
@@ -377,7 +385,7 @@ class Engine:
         prefill = sum(chunks)
         # -- latency: the step's duration and the part that was the draft's catch-up
         lag = 0
-        if g_max > 0 and not self._lag_zero:
+        if g_max > 0 and not self._lag_zero and self._draft_has_kv:
             if isinstance(gam, int):  # every decoding request speculates
                 lag = int(np.add.reduce(state[LAG, :n]))
             else:

@@ -74,6 +74,7 @@ def policy_env(
         gamma_max=cfg.gamma_max, seed=cfg.seed, latency=latency,
         truth=profile,
         acceptance_prior=acceptance_prior(trace, profile) if gives_acceptance(prior) else None,
+        drafter=profile.drafter,
     )
 
 

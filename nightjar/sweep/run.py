@@ -116,7 +116,7 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
         # As the cell will build it: planning with its prior (``none``: no table).
         make_policy(cell.policy, PolicyEnv(gamma_max=config.gamma_max,
                                            latency=parse_prior(config.prior, profile),
-                                           truth=profile))
+                                           truth=profile, drafter=profile.drafter))
 
 
 def plan(spec: SweepSpec) -> list[CellTask]:

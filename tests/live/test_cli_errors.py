@@ -150,6 +150,78 @@ def test_draft_that_fills_the_kv_pool_is_refused_before_vllm_starts(
     _fails(capsys, [*argv, "--kv-cache-gb", "-1"], "--kv-cache-gb must be > 0")
 
 
+def _write(root: Path, name: str, config: dict[str, Any]) -> str:
+    d = root / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    return str(d)
+
+
+LLAMA = {"vocab_size": 2048, "hidden_size": 256, "num_hidden_layers": 4,
+         "architectures": ["LlamaForCausalLM"]}
+
+
+@pytest.mark.parametrize(
+    ("spec", "extra", "needle"),
+    [
+        # A Nightjar setting that means nothing for the method: before vLLM is asked.
+        ({"method": "ngram"}, ["--offload", "on"], "ngram drafter has no weights"),
+        ({"method": "suffix"}, ["--alias-draft", "--offload", "on"], "nothing to offload"),
+        ({"method": "mtp"}, ["--offload", "on"], "no separate weights to offload"),
+        # One setting, two spellings.
+        ({"method": "ngram", "num_speculative_tokens": 3}, ["--spec-tokens", "4"],
+         "--spec-tokens and --speculative-config's 'num_speculative_tokens' set the same"),
+        ({"method": "draft_model", "model": "d"}, ["--draft", "e"], "set the same thing (model)"),
+        ({"method": "ngram", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}, [],
+         "Nightjar's policy sets K every step"),
+        ({"method": "ngram", "num_speculative_tokens": 2}, ["--gamma-max", "3"],
+         "exceeds the engine's num_speculative_tokens (2)"),
+    ],
+)
+def test_bad_drafter_flags(
+    capsys: Any, fake_vllm: None, tmp_path: Path, spec: dict[str, Any], extra: list[str],
+    needle: str,
+) -> None:
+    target = _write(tmp_path, "t", LLAMA)
+    argv = ["live", "--model", target, "--trace", "x", "--speculative-config", json.dumps(spec)]
+    _fails(capsys, [*argv, *extra], needle)
+
+
+@pytest.mark.parametrize(
+    ("method", "head", "needle"),
+    [
+        ("eagle3", {**LLAMA, "hidden_size": 512, "architectures": ["LlamaForCausalLMEagle3"]},
+         "reads hidden states 512 wide"),
+        ("eagle3", {**LLAMA, "vocab_size": 1024, "architectures": ["LlamaForCausalLMEagle3"]},
+         "drafter vocabulary (1024 tokens"),
+        ("eagle", {**LLAMA, "num_hidden_layers": 16}, "looks like a full model"),
+        ("ngram", LLAMA, "loads no model: drop its model"),
+        ("mtp", None, "needs a target with MTP layers"),
+        ("eagle3", None, "needs a checkpoint"),
+        ("draft_model", {**LLAMA, "architectures": ["LlamaForCausalLMEagle3"]},
+         "is an eagle3 head, not a draft model"),
+    ],
+)
+def test_a_drafter_that_does_not_fit_the_target(
+    capsys: Any, fake_vllm: None, tmp_path: Path, method: str, head: dict[str, Any] | None,
+    needle: str,
+) -> None:
+    target = _write(tmp_path, "t", LLAMA)
+    spec: dict[str, Any] = {"method": method}
+    if head is not None:
+        spec["model"] = _write(tmp_path, "h", head)
+    argv = ["live", "--model", target, "--trace", "x", "--speculative-config", json.dumps(spec)]
+    _fails(capsys, argv, needle)
+
+
+def test_speculative_config_must_be_a_json_object(capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["live", "--model", "x", "--speculative-config", "[1, 2]"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "must be a JSON object" in err, err
+
+
 def test_prompt_ids_beyond_the_targets_vocabulary_are_refused_before_the_engine(
     capsys: Any, fake_vllm: None, tmp_path: Path
 ) -> None:

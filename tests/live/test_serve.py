@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from nightjar.config import LIVE_GAMMA_MAX
+
 LAUNCH = (
     "import sys, nightjar.cli as c\n"
     "c.COMMANDS = c.COMMANDS if 'live' in c.COMMANDS else (*c.COMMANDS, 'live')\n"
@@ -93,7 +95,7 @@ def test_serve_answers_a_completion(tiny: Any, make_llm: Any, tmp_path: Path) ->
         assert "NightjarScheduler" in log.read_text()
         time.sleep(0.5)  # the engine rewrites its state snapshot every 0.25 s
         m = _metrics(port)
-        assert m["nightjar_gamma_max"] == 3  # --gamma-max default; fixed:2 uses 2
+        assert m["nightjar_gamma_max"] == LIVE_GAMMA_MAX  # --gamma-max default; fixed:2 uses 2
         assert m["nightjar_steps_total"] >= 4
         assert m["nightjar_spec_steps_total"] >= 1
         assert m["nightjar_drafted_tokens_total"] >= 2

@@ -13,10 +13,16 @@ import dataclasses
 import gc
 import os
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from nightjar.core.defaults import (
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+)
+from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
 from nightjar.errors import NightjarInputError
 from nightjar.live.binding import Binding, apply_binding, rank_groups
 from nightjar.live.settings import LiveSettings
@@ -48,13 +54,21 @@ def prepare_env() -> None:
 
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
-    """The engine a run needs. ``draft=None`` runs vLLM without speculation."""
+    """The engine a run needs.
+
+    The drafter is vLLM's ``speculative_config`` method (``method``; its other keys,
+    ``prompt_lookup_max`` say, in ``spec_options``) with ``draft`` the checkpoint it
+    loads (a draft model or an EAGLE head; None for ``ngram``, ``suffix`` and
+    ``mtp``, whose drafter needs none). ``speculate=False`` runs vLLM without
+    speculation; by default a ``draft_model`` speculates when it has a draft and
+    every other method always does.
+    """
 
     target: str
     draft: str | None
     settings: LiveSettings
-    max_model_len: int = 2048
-    max_num_seqs: int = 64
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     kv_cache_bytes: int | None = None  # None: vLLM sizes the pool itself
     enforce_eager: bool = True  # skip torch.compile (minutes of warm-up on CPU)
     dtype: str = "auto"
@@ -67,6 +81,29 @@ class EngineSpec:
     # Ranks the target and the draft are sharded over; each rank's worker runs the
     # Nightjar worker plugin (its own draft shard, offloaded and reloaded in step).
     tensor_parallel_size: int = 1
+    method: str = DRAFT_MODEL
+    spec_options: Mapping[str, Any] = field(default_factory=dict)
+    speculate: bool | None = None
+    # Step token budget (vLLM's max_num_batched_tokens); None: vLLM's own default.
+    max_num_batched_tokens: int | None = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    # Further vLLM engine arguments as vLLM names them (``nightjar live`` passes the
+    # flags it does not own, checked by nightjar.live.vllm_args); they override
+    # Nightjar's choices above (``gpu_memory_utilization`` on CPU, say).
+    engine_args: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def speculates(self) -> bool:
+        if self.speculate is not None:
+            return self.speculate
+        return self.draft is not None or not drafter_kind(self.method).needs_model
+
+    def speculative_config(self, k: int) -> dict[str, Any]:
+        """vLLM's ``speculative_config`` for ``num_speculative_tokens = k``."""
+        config: dict[str, Any] = {"method": self.method, **self.spec_options}
+        if self.draft is not None:
+            config["model"] = self.draft
+        config["num_speculative_tokens"] = k
+        return config
 
 
 def cpu_thread_binding(ranks: int, cores: list[int]) -> str:
@@ -125,8 +162,8 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
     cpu = is_cpu()
     prepare_parallel_env(spec.tensor_parallel_size)
     settings = spec.settings
-    if spec.draft is None and settings.gamma_max != 0:
-        # Without a draft the engine has K = 0; the scheduler insists they match.
+    if not spec.speculates and settings.gamma_max != 0:
+        # Without a drafter the engine has K = 0; the scheduler insists they match.
         settings = dataclasses.replace(settings, gamma_max=0)
     kwargs: dict[str, Any] = {
         "model": spec.target,
@@ -154,10 +191,16 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
         kwargs["gpu_memory_utilization"] = 0.3
     if spec.kv_cache_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = spec.kv_cache_bytes
-    if spec.draft is not None and settings.gamma_max > 0:
-        kwargs["speculative_config"] = {
-            "method": "draft_model",
-            "model": spec.draft,
-            "num_speculative_tokens": spec.spec_tokens or settings.gamma_max,
+    if spec.max_num_batched_tokens is not None:
+        kwargs["max_num_batched_tokens"] = spec.max_num_batched_tokens
+    if spec.speculates and settings.gamma_max > 0:
+        kwargs["speculative_config"] = spec.speculative_config(
+            spec.spec_tokens or settings.gamma_max
+        )
+    kwargs.update(spec.engine_args)
+    if "additional_config" in spec.engine_args:
+        # The user's own keys, and Nightjar's settings under its key.
+        kwargs["additional_config"] = {
+            **spec.engine_args["additional_config"], **settings.to_additional_config()
         }
     return kwargs

@@ -32,6 +32,7 @@ import nightjar.live.cycle  # noqa: F401  (registers the cycle policy)
 from nightjar.core.admission import Limits, step_batch
 from nightjar.core.arrivals import ArrivalRate
 from nightjar.core.draft_kv import SyncedDraftLatency
+from nightjar.core.drafter import DRAFT_MODEL, drafter_kind, offload_refusal
 from nightjar.core.driver import StepDriver
 from nightjar.core.memory import Action
 from nightjar.core.policy import PolicyEnv
@@ -54,6 +55,34 @@ from nightjar.live.version import check_vllm_version
 from nightjar.policies.registry import make_policy
 
 
+def _uses_v2_runner(vllm_config: Any) -> bool:
+    from vllm.platforms import current_platform
+
+    # The CPU worker always runs the V1 (CPU) model runner.
+    v2 = bool(getattr(vllm_config, "use_v2_model_runner", False))
+    return v2 and not current_platform.is_cpu()
+
+
+def engine_facts(vllm_config: Any) -> dict[str, Any]:
+    """The engine's settings as vLLM resolved them, for the step log's start event:
+    what a run (and a test) reads back to see which flags reached the engine."""
+    spec = vllm_config.speculative_config
+    cache, sched = vllm_config.cache_config, vllm_config.scheduler_config
+    return {
+        "method": str(spec.method) if spec is not None else None,
+        "num_speculative_tokens": int(spec.num_speculative_tokens) if spec is not None else 0,
+        "spec_model": str(spec.model) if spec is not None and spec.model else None,
+        "gpu_memory_utilization": float(cache.gpu_memory_utilization),
+        "kv_cache_memory_bytes": cache.kv_cache_memory_bytes,
+        "block_size": int(cache.block_size),
+        "max_num_batched_tokens": int(sched.max_num_batched_tokens),
+        "max_num_seqs": int(sched.max_num_seqs),
+        "max_model_len": int(vllm_config.model_config.max_model_len),
+        "tensor_parallel_size": int(vllm_config.parallel_config.tensor_parallel_size),
+        "enable_prefix_caching": bool(cache.enable_prefix_caching),
+    }
+
+
 class NightjarSchedulerMixin:
     """The Nightjar hooks; combined with vLLM's sync or async scheduler below."""
 
@@ -64,7 +93,22 @@ class NightjarSchedulerMixin:
         check_vllm_version()
         super().__init__(*args, **kwargs)
         sched: Any = self
-        self.nj = LiveSettings.from_config(sched.vllm_config.additional_config)
+        self.nj = LiveSettings.for_engine(
+            sched.vllm_config.additional_config, int(sched.num_spec_tokens)
+        )
+        spec = sched.vllm_config.speculative_config
+        self.nj_method = str(spec.method) if spec is not None else DRAFT_MODEL
+        # One line, before anything starts, for a method Nightjar does not know.
+        kind = drafter_kind(self.nj_method, "speculative method")
+        nj = self.nj
+        moves = nj.memory is not None or nj.forced_residency or nj.forced_residency_ms
+        if moves and not kind.own_weights:
+            raise ValueError(f"nightjar: offload asked for, but {offload_refusal(kind.name)}")
+        if _uses_v2_runner(sched.vllm_config):
+            raise ValueError(
+                "nightjar: vLLM's V2 model runner ignores a per-step K for draft models and "
+                "Nightjar's worker wraps the V1 runner's drafter: set VLLM_USE_V2_MODEL_RUNNER=0"
+            )
         if self.nj.gamma_max > sched.num_spec_tokens:
             # vLLM sizes its draft buffers for num_speculative_tokens; it can run
             # shorter lengths per step, never longer ones.
@@ -105,6 +149,7 @@ class NightjarSchedulerMixin:
                 latency=latency,
                 acceptance_prior=alpha,
                 per_request=False,
+                drafter=self.nj_method,
             ),
         )
         # vLLM runs one K for the whole batch: batch_gamma turns a per-request
@@ -116,6 +161,7 @@ class NightjarSchedulerMixin:
         self.nj_arrivals = ArrivalRate()
 
     def _nj_log_start(self) -> None:
+        sched: Any = self
         self.nj_log.write(
             "event",
             event="start",
@@ -123,6 +169,7 @@ class NightjarSchedulerMixin:
             pool_blocks=self.nj_pool_blocks,
             ballast=self.nj_residency.ballast.target,
             policy=self.nj.policy,
+            engine=engine_facts(sched.vllm_config),
         )
 
     def _nj_log_summary(self) -> None:

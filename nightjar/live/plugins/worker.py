@@ -26,6 +26,7 @@ from typing import Any, cast
 import torch
 from vllm.logger import init_logger
 
+from nightjar.core.drafter import DRAFT_MODEL, DRAFTERS, DrafterKind, drafter_kind
 from nightjar.core.memory import Action
 from nightjar.live.kernels.ops import migrate_blocks
 from nightjar.live.kernels.plan import Pair, remap_block_ids, remap_block_table
@@ -84,6 +85,8 @@ def _base_worker() -> type:
 
 
 class NightjarWorkerMixin:
+    _nj_kind: DrafterKind = DRAFTERS[DRAFT_MODEL]
+    _nj_spec_tokens = 0  # the engine's num_speculative_tokens
     _nj_parking: WeightParking | AliasedParking | None = None
     _nj_real_propose: Any = None
     _nj_skip_now = False  # skip the draft forward in the current step
@@ -102,6 +105,7 @@ class NightjarWorkerMixin:
         return getattr(runner, "drafter", None)
 
     def _nj_propose(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """A model drafter's ``propose`` (draft model, EAGLE, MTP; keyword call)."""
         if not (self._nj_skip_now or self.nightjar_draft_parked()):
             self._nj_draft_runs += 1
             drafts: torch.Tensor = self._nj_real_propose(*args, **kwargs)
@@ -112,13 +116,48 @@ class NightjarWorkerMixin:
         device = kwargs["next_token_ids"].device
         return torch.empty(cad.batch_size(), 0, device=device, dtype=torch.int64)
 
+    def _nj_propose_ngram(self, k: int, sampled: list[list[int]], *args: Any,
+                          **kwargs: Any) -> list[list[int]]:
+        """The n-gram lookup's ``propose(K, sampled, ...)``: at K = 0 there is nothing to
+        look up and no state to keep, so it is not run at all."""
+        if k == 0:
+            self._nj_draft_skips += 1
+            return [[] for _ in sampled]
+        self._nj_draft_runs += 1
+        drafts: list[list[int]] = self._nj_real_propose(k, sampled, *args, **kwargs)
+        return drafts
+
+    def _nj_propose_suffix(self, k: int, batch: Any, sampled: list[list[int]], *args: Any,
+                           **kwargs: Any) -> list[list[int]]:
+        """The suffix drafter's ``propose``: vLLM 0.32's asserts K == its configured
+        length, so it runs at that length and each proposal is cut to the step's K.
+
+        It always runs: its suffix trees take in every new token (K = 0 included),
+        which keeps later proposals as good as without Nightjar.
+        """
+        self._nj_draft_runs += 1
+        drafts: list[list[int]] = self._nj_real_propose(
+            self._nj_spec_tokens, batch, sampled, *args, **kwargs
+        )
+        return [d[:k] for d in drafts]
+
     def nightjar_offload(self) -> int:
         drafter = self._nj_drafter()
         if drafter is None or getattr(drafter, "model", None) is None:
             raise RuntimeError("nightjar: offload asked but the engine has no draft model")
+        if not self._nj_kind.own_weights:
+            raise RuntimeError(f"nightjar: the {self._nj_kind.name} drafter has no weights "
+                               "of its own to offload")
         if self._nj_parking is None:
-            self._nj_parking = WeightParking(drafter.model)
+            self._nj_parking = WeightParking(drafter.model, shared=self._nj_target_params())
         return int(self._nj_parking.park())
+
+    def _nj_target_params(self) -> set[int]:
+        """Ids of the target's parameters: an EAGLE head shares the target's embedding
+        (and, for EAGLE, its LM head), which must stay where the target reads them."""
+        runner: Any = getattr(self, "model_runner", None)
+        model = runner.get_model() if runner is not None else None
+        return {id(p) for p in model.parameters()} if model is not None else set()
 
     def nightjar_reload(self) -> int:
         drafter = self._nj_drafter()
@@ -217,14 +256,23 @@ class NightjarWorkerMixin:
         return self._nj_parking is not None and self._nj_parking.parked
 
     def _nj_install(self) -> None:
-        """Route the drafter's ``propose`` through Nightjar once the model is loaded."""
+        """Route the drafter's ``propose`` through Nightjar once the model is loaded.
+
+        The wrapper follows the method's calling convention (vLLM's model runner calls
+        the lookups positionally and the model drafters by keyword)."""
         drafter = self._nj_drafter()
         if drafter is None or self._nj_real_propose is not None:
             return
-        self._nj_real_propose = drafter.propose
-        drafter.propose = self._nj_propose
         vllm_config: Any = getattr(self, "vllm_config", None)
-        settings = LiveSettings.from_config(getattr(vllm_config, "additional_config", None))
+        spec = vllm_config.speculative_config
+        self._nj_kind = drafter_kind(str(spec.method), "speculative method")
+        self._nj_spec_tokens = int(spec.num_speculative_tokens)
+        self._nj_real_propose = drafter.propose
+        wrappers = {"ngram": self._nj_propose_ngram, "suffix": self._nj_propose_suffix}
+        drafter.propose = wrappers.get(self._nj_kind.name, self._nj_propose)
+        settings = LiveSettings.for_engine(
+            getattr(vllm_config, "additional_config", None), self._nj_spec_tokens
+        )
         self._nj_skip_at_zero = settings.draft_kv == "skip"
         if settings.alias:
             self._nj_alias(settings)

@@ -6,7 +6,9 @@ Pure Python; the measurement itself is :mod:`nightjar.live.profiling.profiler`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from nightjar.core.drafter import DRAFT_MODEL
 from nightjar.errors import NightjarInputError
 
 # Prompt length of the measured prefill steps: a typical prompt, not the longest
@@ -17,7 +19,7 @@ PREFILL_PROMPT = 512
 @dataclass(frozen=True, slots=True)
 class ProfilePlan:
     target: str  # local directories
-    draft: str
+    draft: str | None  # the drafter's checkpoint; None for mtp, ngram, suffix
     target_name: str  # names stored in the profile
     draft_name: str
     # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
@@ -63,6 +65,9 @@ class ProfilePlan:
     # Passes over the decode cells that contradict the cost model's shape (a larger
     # gamma or batch cheaper, nightjar.profile.check) before the profile is refused.
     remeasure: int = 2
+    # vLLM's speculative method (nightjar.core.drafter) and its other config keys.
+    method: str = DRAFT_MODEL
+    spec_options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def gamma_max(self) -> int:

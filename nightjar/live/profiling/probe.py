@@ -126,16 +126,19 @@ class ProfileProbe:
         kv = runner.kv_cache_config
         target_kv = draft_kv = 0
         block_size = 0
+        drafter = getattr(runner, "drafter", None)
+        # A draft model's layers carry vLLM's prefix; an EAGLE head's or MTP layer's
+        # are numbered after the target's, and the proposer lists them.
+        draft_layers = set(getattr(drafter, "_draft_attn_layer_names", ()) or ())
         for group in kv.kv_cache_groups:
             spec = group.kv_cache_spec
             block_size = int(spec.block_size)
             per_token = int(spec.page_size_bytes) // int(spec.block_size)
             for name in group.layer_names:
-                if name.startswith(DRAFT_PREFIX):
+                if name.startswith(DRAFT_PREFIX) or name in draft_layers:
                     draft_kv += per_token
                 else:
                     target_kv += per_token
-        drafter = getattr(runner, "drafter", None)
         draft_model = getattr(drafter, "model", None)
         cuda = torch.cuda.is_available()
         facts: dict[str, Any] = {
@@ -146,7 +149,11 @@ class ProfileProbe:
             "torch": str(torch.__version__),
             "dtype": str(runner.model_config.dtype).removeprefix("torch."),
             "target_weight_bytes": _param_bytes(runner.model),
-            "draft_weight_bytes": _param_bytes(draft_model) if draft_model is not None else 0,
+            # An EAGLE head shares the target's embedding (and maybe LM head): count
+            # only what the drafter adds.
+            "draft_weight_bytes": _param_bytes(draft_model, skip=runner.model)
+            if draft_model is not None
+            else 0,
             "target_kv_bytes_per_token": target_kv,
             "draft_kv_bytes_per_token": draft_kv,
             "block_size": block_size,
@@ -157,8 +164,12 @@ class ProfileProbe:
         return facts
 
 
-def _param_bytes(model: Any) -> int:
-    return int(sum(p.numel() * p.element_size() for p in model.parameters()))
+def _param_bytes(model: Any, skip: Any = None) -> int:
+    """Bytes of ``model``'s parameters, less those it shares with ``skip``."""
+    shared = {id(p) for p in skip.parameters()} if skip is not None else set()
+    return int(
+        sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in shared)
+    )
 
 
 def _bandwidths(cuda: bool) -> dict[str, Any]:

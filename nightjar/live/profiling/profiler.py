@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from nightjar.core.drafter import DRAFT_MODEL
 from nightjar.errors import NightjarInputError
 from nightjar.live.binding import current_binding
 from nightjar.live.load import LoadMeter
@@ -151,6 +152,9 @@ def _spec(plan: ProfilePlan, drafted: bool, log: Path) -> EngineSpec:
         max_num_seqs=max(plan.batch_sizes),
         kv_cache_bytes=plan.kv_cache_bytes,
         spec_tokens=plan.gamma_max,
+        method=plan.method,
+        spec_options=dict(plan.spec_options),
+        speculate=drafted,
     )
 
 
@@ -439,7 +443,10 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
     acc = acceptance([draft], "accept", plan.gamma_max)
     platform = str(facts["platform"])
     gpu = "cpu" if platform == "cpu" else _slug(str(facts["device_name"]))
+    # Absent means a draft model (the profile format's default).
+    kind = {} if plan.method == DRAFT_MODEL else {"drafter": plan.method}
     return {
+        **kind,
         "format_version": 1,
         "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
         "source": "measured",

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nightjar.core.drafter import drafter_kind
 from nightjar.core.memory import Action, DraftState, MemoryConfig, MemoryController
 from nightjar.live.kernels.plan import Pair
 from nightjar.live.plugins.message import IDLE, WorkerMessage
@@ -69,6 +70,8 @@ def ballast_blocks(settings: LiveSettings, vllm_config: Any, kv_cache_config: An
     spec = vllm_config.speculative_config
     if spec is None or spec.draft_model_config is None:
         return 0
+    if not drafter_kind(str(spec.method), "speculative method").own_weights:
+        return 0  # MTP: the target's own layers, nothing Nightjar moves out
     per_block = kv_bytes_per_block(kv_cache_config)
     ranks = int(vllm_config.parallel_config.tensor_parallel_size)
     per_rank = -(-draft_weight_bytes(spec.draft_model_config.model) // ranks)

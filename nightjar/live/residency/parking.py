@@ -25,8 +25,11 @@ import torch
 
 
 class WeightParking:
-    def __init__(self, module: torch.nn.Module) -> None:
+    def __init__(self, module: torch.nn.Module, shared: set[int] | None = None) -> None:
         self._module = module
+        # Ids of parameters another module owns (an EAGLE head borrows the target's
+        # embedding): they stay where they are.
+        self._shared = shared or set()
         self._host: dict[str, torch.Tensor] = {}
         self._device: torch.device | None = None
         self._stream: torch.cuda.Stream | None = None
@@ -47,7 +50,11 @@ class WeightParking:
 
     def _params(self) -> list[tuple[str, torch.nn.Parameter]]:
         # remove_duplicate: a tied weight is parked once and restored once.
-        return list(self._module.named_parameters(remove_duplicate=True))
+        return [
+            (name, p)
+            for name, p in self._module.named_parameters(remove_duplicate=True)
+            if id(p) not in self._shared
+        ]
 
     def park(self) -> int:
         """Move the weights to host buffers; returns the bytes moved."""

@@ -1,0 +1,113 @@
+"""``nightjar schedule``: a tuned batch-size -> K table for stock vLLM's Dynamic SD.
+
+Searches, in the simulator, the batch-bucketed K table that serves a trace best on
+a profile (its drafter included), prints it as the JSON vLLM takes
+(``speculative_config.num_speculative_tokens_per_batch_size``, merged into
+--speculative-config when given) on stdout, and reports on stderr what it costs
+against nightjar+ and the best fixed K, on held-out seeds with 95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from nightjar.commands.run_flags import add_run_flags, run_config
+from nightjar.config import flag_of
+from nightjar.errors import NightjarInputError
+from nightjar.profile.model import DEFAULT_PROFILE
+
+# The simulator settings that shape the load the table is tuned for.
+FIELDS = ("seed", "gamma_max", "draft_kv", "engine", "acceptance", "max_num_seqs",
+          "max_num_batched_tokens", "max_model_len")
+
+
+def add_parser(sub: Any) -> None:
+    from nightjar.sweep.table import DEFAULT_EDGES, METRICS
+
+    p = sub.add_parser("schedule", help="tune vLLM's batch-size -> K table in the simulator",
+                       description=__doc__)
+    p.add_argument("--profile", default=None,
+                   help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
+    p.add_argument("--trace", default="burst", help="the load: a bundled trace name or path")
+    add_run_flags(p, only=FIELDS)
+    p.add_argument("--metric", choices=list(METRICS), default="e2e",
+                   help="what the table minimises (e2e, tpot, ttft: means) or maximises "
+                   "(throughput, goodput)")
+    p.add_argument("--buckets", default=",".join(str(e) for e in DEFAULT_EDGES),
+                   help="lower edges of the batch-size buckets, from 1")
+    p.add_argument("--passes", type=int, default=2, help="coordinate-descent passes at most")
+    p.add_argument("--seeds", type=int, default=3, metavar="N",
+                   help="held-out seeds SEED+1..SEED+N the table, nightjar+ and fixed K are "
+                   "compared on (the search runs on SEED)")
+    p.add_argument("--speculative-config", default=None, metavar="JSON",
+                   help="your vLLM speculative config (method, model, ...); the table is "
+                   "merged into it")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    p.add_argument("--quiet", action="store_true", help="no search progress on stderr")
+    p.set_defaults(func=run)
+
+
+def _edges(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise NightjarInputError(
+            f"--buckets must be comma-separated integers, got {text!r}"
+        ) from None
+
+
+def _base_config(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NightjarInputError(f"--speculative-config: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise NightjarInputError("--speculative-config must be a JSON object")
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from nightjar.profile.model import load_profile
+    from nightjar.sweep.table import METRICS, TableSearch, compare, search_table, vllm_table
+    from nightjar.trace.model import load_trace
+
+    if args.seeds < 1:
+        raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
+    base = _base_config(args.speculative_config)
+    config = run_config(args, only=FIELDS)
+    profile = load_profile(args.profile or DEFAULT_PROFILE)
+    config.check_profile(profile, flag_of)
+    search = TableSearch(profile, load_trace(args.trace), config.sim_config(), args.metric,
+                         _edges(args.buckets), args.passes)
+    err = Console(stderr=True)
+    say = None if args.quiet else (lambda m: err.print(m, highlight=False))
+    found = search_table(search, config.seed, say)
+    seeds = [config.seed + 1 + i for i in range(args.seeds)]
+    table, plus, best, fixed = compare(search, found.rows, seeds)
+    label = METRICS[args.metric][2]
+    report = Table("policy", label, "95% interval", title=(
+        f"{profile.name} ({profile.drafter}), trace {search.trace.name}: "
+        f"{len(seeds)} held-out seeds, search on seed {config.seed} ({found.runs} runs)"))
+    for c in (table, plus, *fixed):
+        mark = " (best fixed)" if c is best else ""
+        report.add_row(c.name + mark, f"{c.value.mean:.4g}", f"{c.value.lo:.4g}..{c.value.hi:.4g}")
+    err.print(report)
+    err.print(f"table as the simulator runs it: {table.spec}", highlight=False, soft_wrap=True)
+    out = {
+        **base,
+        "num_speculative_tokens": max(config.gamma_max, base.get("num_speculative_tokens", 0)),
+        "num_speculative_tokens_per_batch_size": vllm_table(found.rows),
+    }
+    text = json.dumps(out)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,19 @@
+"""Defaults of the settings both engines have, in one place.
+
+The simulator (``nightjar.config.RunConfig``) and the live engine
+(``nightjar.live.plugins.engine.EngineSpec``, ``nightjar live``) read these; vLLM
+spells the last two the same way (``--max-num-seqs``, ``--max-num-batched-tokens``),
+and these are vLLM's own serving defaults. ``DEFAULT_GAMMA_MAX`` is the longest
+speculation every bundled profile's table reaches.
+"""
+
+from __future__ import annotations
+
+DEFAULT_GAMMA_MAX = 4
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# The live engine must size its KV pool and buffers for one request of this many
+# tokens (vLLM refuses a pool that cannot hold one), so it has a number where the
+# simulator has no limit (``RunConfig.max_model_len`` None): the length the tiny CPU
+# test models and short chat traces need.
+DEFAULT_MAX_MODEL_LEN = 2048
