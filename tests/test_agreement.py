@@ -47,6 +47,7 @@ def _bench(tmp: Path, binding: str = "0-1") -> Path:
     write_tables(out, recorded)
     write_meta(out, {"trace": trace.name, "policies": ["nospec", "fixed:3"], "gamma_max": 3,
                      "draft_kv": "skip", "max_num_seqs": 64, "seed": 0,
+                     "max_num_batched_tokens": 2048,
                      "cpu_binding": {"bind": binding, "omp_num_threads": None,
                                      "source": "nightjar"}}, recorded)
     return out

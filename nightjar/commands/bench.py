@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
-from nightjar.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_SEQS
+from nightjar.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_BATCHED_TOKENS, LIVE_MAX_NUM_SEQS
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
 
@@ -203,7 +203,8 @@ def _expected_run_s(trace: Any, args: argparse.Namespace, profile: str | None
 
         prof = load_profile(profile)
         cfg = SimConfig(gamma_max=min(args.gamma_max, prof.gamma_max),
-                        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=2048)
+                        max_num_seqs=args.max_num_seqs,
+                        max_num_batched_tokens=LIVE_MAX_NUM_BATCHED_TOKENS)
         run = simulate(trace, prof, "nospec", cfg)
     except NightjarInputError:  # a step table, or a trace the profile cannot serve
         return fallback
@@ -226,6 +227,7 @@ def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace:
         target=target, draft=draft, settings=settings, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, kv_cache_bytes=int(args.kv_cache_gb * 2**30),
         spec_tokens=args.gamma_max, load_progress=args.verbose,
+        max_num_batched_tokens=LIVE_MAX_NUM_BATCHED_TOKENS,
     )
     with_draft, plain = engine_specs(base, plan)
     setup = BenchSetup(
@@ -310,6 +312,7 @@ def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: A
         "cores": list(cores), "cpu_binding": binding.to_json(),
         "max_foreign_pct": args.max_foreign, "retries": args.retries,
         "gamma_max": args.gamma_max, "draft_kv": args.draft_kv, "seed": args.seed,
+        "max_num_batched_tokens": LIVE_MAX_NUM_BATCHED_TOKENS,
         "time_scale": args.time_scale, "max_num_seqs": args.max_num_seqs,
         "max_model_len": args.max_model_len, "kv_cache_gb": args.kv_cache_gb,
         "profile": args.profile, "engine_starts": outcome.engine_starts,

@@ -52,6 +52,9 @@ def run_bench_validation(args: argparse.Namespace) -> int:
         draft_kv=text(meta.get("draft_kv", args.draft_kv), f"{at}: draft_kv"),
         max_num_seqs=integer(meta.get("max_num_seqs", args.max_num_seqs),
                              f"{at}: max_num_seqs", lo=1),
+        max_num_batched_tokens=integer(
+            meta.get("max_num_batched_tokens", args.max_num_batched_tokens),
+            f"{at}: max_num_batched_tokens", lo=1),
         seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
     )
     config.check_profile(profile, flag_of)
