@@ -102,6 +102,7 @@ class NightjarPlusPolicy:
             ProfileBasis(env.latency, env.gamma_max) if env.latency is not None
             else NeutralBasis()
         )
+        self._basis = basis
         self._times = StepModel(basis, env.gamma_max, by_context)
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
@@ -156,10 +157,15 @@ class NightjarPlusPolicy:
     def _probe_zero(self, ctx: StepContext) -> bool:
         """Whether this cell should measure gamma 0 now (see PROBE_BELOW).
 
-        Without a prior a cell's first gamma-0 step is taken at once. A later probe
-        waits for an empty queue: a gamma-0 step that admits prompts leaves them out
-        of the draft's KV (``--draft-kv skip``), and the next speculating step pays
-        their rebuild, which can cost more than the probe teaches.
+        Without a prior a cell's first gamma-0 step is taken at once; so it is with a
+        prior that ranks gamma 0 first in this cell: evidence from other cells may
+        have moved the shared model's price of gamma 0 here (a slow probe at B = 1
+        once kept a B = 64 cell speculating for the 20 steps before its probe, where
+        the table said no speculation), and one step settles it at no cost by the
+        prior's own account. A later probe waits for an empty queue: a gamma-0 step
+        that admits prompts leaves them out of the draft's KV (``--draft-kv skip``),
+        and the next speculating step pays their rebuild, which can cost more than
+        the probe teaches.
         """
         b, c = ctx.batch_size, ctx.mean_context_len
         seen = self._times.seen(b, 0, c)
@@ -167,9 +173,18 @@ class NightjarPlusPolicy:
             return False
         if not self._profiled and self._times.evidence(b, c) <= 0.0:
             return True
+        if self._profiled and self._prior_ranks_zero_first(b, c):
+            return True
         if ctx.num_waiting > 0:
             return False
         return self._profiled is False or self._times.evidence(b, c) >= PROBE_AFTER
+
+    def _prior_ranks_zero_first(self, batch_size: int, context_len: float) -> bool:
+        if not isinstance(self._basis, ProfileBasis):
+            return False
+        t = self._basis.prior_times(batch_size, context_len)
+        tau = self._acc.taus
+        return all(t[0] <= t[g] / tau[g] for g in range(1, self.arms))
 
     def decide(self, ctx: StepContext) -> int:
         self._pending.append(

@@ -17,11 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightjar.core.defaults import (
-    DEFAULT_MAX_MODEL_LEN,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-)
+from nightjar.core.defaults import DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_NUM_SEQS
 from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
 from nightjar.errors import NightjarInputError
 from nightjar.live.binding import Binding, apply_binding, rank_groups
@@ -84,8 +80,11 @@ class EngineSpec:
     method: str = DRAFT_MODEL
     spec_options: Mapping[str, Any] = field(default_factory=dict)
     speculate: bool | None = None
-    # Step token budget (vLLM's max_num_batched_tokens); None: vLLM's own default.
-    max_num_batched_tokens: int | None = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    # Step token budget (vLLM's max_num_batched_tokens); None: vLLM's own default
+    # (4096 for the offline engine on CPU). `nightjar live` passes the shared default
+    # (nightjar.core.defaults); tests and the profiler size their engines themselves,
+    # and the drafter's runtime buffers grow with this budget.
+    max_num_batched_tokens: int | None = None
     # Further vLLM engine arguments as vLLM names them (``nightjar live`` passes the
     # flags it does not own, checked by nightjar.live.vllm_args); they override
     # Nightjar's choices above (``gpu_memory_utilization`` on CPU, say).

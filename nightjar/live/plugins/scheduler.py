@@ -329,10 +329,11 @@ class NightjarSchedulerMixin:
             # Going idle: the engine may not schedule again for a long time, so the
             # rate-limited snapshot must hold the last step now.
             self.nj_state.flush()
-            if self.nj.switch_runs:
-                # A run on a shared engine ends here: its caller reads the step log
-                # before the next run (or shutdown) would write the summary.
-                self._nj_log_summary()
+            # A run may end here: its caller reads the step log while the engine is
+            # still up (a shared engine's next run, or the replay before shutdown), so
+            # the summary so far is written at every idle point; the reader keeps the
+            # last one.
+            self._nj_log_summary()
         return result
 
     def _free_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
