@@ -61,12 +61,16 @@ def test_nightjar_plus_speculates_at_low_load_only(
     table = StepTable.from_steps(read_log(cal_log).steps)
     print(f"calibration: {table}")
     # The premise: per output token, every gamma beats 0 at B = 1 and loses at B = 64.
+    # It is a property of the machine at the time, not of Nightjar: two busy processes
+    # beside the engine once made gamma 1 cheaper than 0 at B = 64 (0.72 s against
+    # 0.85 s per token). Without it the policy's choice cannot be judged.
     assert table.batch_sizes[0] == 1 and table.batch_sizes[-1] == 64
     assert table.acceptance is not None
     alpha = table.acceptance
     tau = [sum(alpha**i for i in range(g + 1)) for g in range(4)]
     per_token = [[table.step_s[g][i] / tau[g] for g in range(4)] for i in (0, -1)]
-    assert min(per_token[0][1:]) < per_token[0][0] and min(per_token[1][1:]) > per_token[1][0]
+    if not (min(per_token[0][1:]) < per_token[0][0] and min(per_token[1][1:]) > per_token[1][0]):
+        pytest.skip(f"this machine's measured trade-off lacks the premise: {per_token}")
     prior = tmp_path / "step_table.json"
     prior.write_text(json.dumps(table.to_json()))
 
