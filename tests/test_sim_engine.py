@@ -314,5 +314,5 @@ def test_engine_builds_contexts_and_outcomes_in_field_order() -> None:
     assert [f.name for f in fields(StepOutcome)] == [
         "gamma", "batch_size", "step_time_s", "drafted", "accepted", "emitted",
         "switch_cost_s", "clamped", "prefill_tokens", "request_ids",
-        "per_request_accepted", "per_request_drafted",
+        "per_request_accepted", "per_request_drafted", "drafting_gamma",
     ]

@@ -105,15 +105,20 @@ class EffectiveAcceptance:
     with g. A step of B requests carries ``min(1, B / evidence_batch)`` units of
     evidence; the mean accepted drafts per request at each gamma is the
     evidence-weighted mean of its first ``1 / alpha`` units, then an EMA, and is
-    inverted into ``a_eff``. A gamma with under ``MIN_EVIDENCE`` units
+    inverted into ``a_eff``; a prior worth ``prior_weight`` units counts among them
+    (0: the first step replaces it). A gamma with under ``MIN_EVIDENCE`` units
     borrows the best-supported gamma nearest to it.
     Invariant: ``taus[g] == expected_tokens(estimate used for g, g)`` after every update.
     """
 
     MIN_EVIDENCE = 2.0
 
-    def __init__(self, gamma_max: int, prior: float, alpha: float, evidence_batch: int) -> None:
+    def __init__(
+        self, gamma_max: int, prior: float, alpha: float, evidence_batch: int,
+        prior_weight: float = 0.0,
+    ) -> None:
         self._inv = AcceptanceInverter(gamma_max)
+        self._prior_weight = prior_weight
         self._a = [prior] * (gamma_max + 1)
         self._ev = [0.0] * (gamma_max + 1)
         self._m = [expected_tokens(prior, g) - 1.0 for g in range(gamma_max + 1)]
@@ -137,7 +142,7 @@ class EffectiveAcceptance:
             return
         ev = min(1.0, batch_size / self._evidence)
         self._ev[gamma] += ev
-        w = ev / min(self._ev[gamma], self._horizon)
+        w = ev / min(self._ev[gamma] + self._prior_weight, self._horizon)
         # Average the observed means, then invert: inverting each noisy step first
         # and averaging after would be biased (the inverse is not linear).
         self._m[gamma] += w * (accepted / batch_size - self._m[gamma])

@@ -101,6 +101,10 @@ class StepOutcome:
     request_ids: Sequence[int] | None = None
     per_request_accepted: Sequence[int] | None = None
     per_request_drafted: Sequence[int] | None = None
+    # K drafted at the end of this step for the next one, where the engine drafts a
+    # step ahead (vLLM V1: the step's time is verify(gamma) + draft(this K)); None
+    # where drafting is part of the step it is verified in (the simulator).
+    drafting_gamma: int | None = None
 
     @property
     def paid_switch(self) -> bool:

@@ -52,6 +52,7 @@ from nightjar.core.drafter import drafter_kind
 from nightjar.core.estimators import EffectiveAcceptance, RebuildCost
 from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
+from nightjar.policies.lag import LagAttribution
 from nightjar.policies.objective import Objective, lookahead_top, parse_objective, slo_choice
 from nightjar.policies.registry import register
 from nightjar.policies.step_times import Basis, NeutralBasis, ProfileBasis, StepModel
@@ -65,6 +66,10 @@ INITIAL_ALPHA = 0.6  # acceptance before any evidence, unless the env has a prio
 INITIAL_RUN = 64.0  # steps a speculation run is assumed to last before one is seen
 # A step with this many requests counts as a full observation of acceptance.
 EVIDENCE_BATCH = 16
+# What the deployment's prior acceptance rate is worth, in full observations: at
+# B = 1 one unlucky step of a 0.53 draft (nothing accepted of 3) once set the
+# estimate to 0, and a policy that no longer speculates never learns otherwise.
+PRIOR_EVIDENCE = 1.0
 # A cell whose discounted count of gamma-0 steps fell below this (about 280 of its
 # steps since the last one, at the cell's memory of 200) measures gamma 0 once; a
 # cell never seen at gamma 0 does so at once without a prior, and after
@@ -104,8 +109,12 @@ class NightjarPlusPolicy:
         )
         self._basis = basis
         self._times = StepModel(basis, env.gamma_max, by_context)
+        self._lagged = LagAttribution()
+        known = env.acceptance_prior is not None
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
-        self._acc = EffectiveAcceptance(env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH)
+        self._acc = EffectiveAcceptance(
+            env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH, PRIOR_EVIDENCE if known else 0.0
+        )
         # (context length, lag that a rebuild would re-read) of decisions whose
         # outcome has not arrived.
         self._pending: deque[tuple[float, float]] = deque(maxlen=8)
@@ -250,7 +259,12 @@ class NightjarPlusPolicy:
         if g > 0:
             self._acc.update(g, outcome.accepted, b)
         step_s = outcome.step_time_s - outcome.switch_cost_s
-        self._times.learn(b, g, step_s, ctx_len, outcome.prefill_tokens)
+        sample = self._lagged.sample(
+            g, outcome.drafting_gamma, b, step_s, outcome.prefill_tokens,
+            lambda other: self._times.times(b, ctx_len)[other] if self._times.fitted else None,
+        )
+        if sample is not None:
+            self._times.learn(b, sample[0], sample[1], ctx_len, outcome.prefill_tokens)
 
     def _track_runs(self, gamma: int, missed: int) -> None:
         """Keep the lag (tokens the stale draft must re-read: those emitted and the

@@ -330,6 +330,11 @@ class StepModel:
             out.append(max(t, self._floor))
         return out
 
+    @property
+    def fitted(self) -> bool:
+        """Whether :meth:`times` predicts anything yet (a prior or one step)."""
+        return bool(self._mean)
+
     def seen(self, batch_size: int, gamma: int, context_len: float = 0.0) -> float:
         """Discounted steps of this gamma observed in this cell."""
         cell = self._cells.get(bucket_key(batch_size, context_len, self.by_context))

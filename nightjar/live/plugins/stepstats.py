@@ -113,6 +113,7 @@ class StepStats:
                 request_ids=req_ids,
                 per_request_accepted=per_accepted,
                 per_request_drafted=per_drafted,
+                drafting_gamma=p.gamma,
             )
         return record, outcome, p.start, p.chosen
 
