@@ -30,7 +30,6 @@ import asyncio
 import csv
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -41,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from nightjar.live.process import stop_server
+from nightjar.results.stats import mean_interval
 
 POLICIES = ("nospec", "nightjar+", "nightjar-code")
 SERVE_POLICIES = ("nospec", "nightjar+")
@@ -66,10 +68,13 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
             "--out", str(out), "--force", "--no-report", "--quiet", "--seed", str(rep),
         ]
         print(" ".join(cmd), flush=True)
+        before = os.getloadavg()[0]
         subprocess.run(cmd, check=True)
+        load = (before, os.getloadavg()[0])
         with (out / "summary.csv").open() as f:
             for r in csv.DictReader(f):
                 rows.append({"repeat": rep, "policy": r["policy"],
+                             "load_1m_before": load[0], "load_1m_after": load[1],
                              "e2e_s_mean": float(r["e2e_s_mean"]),
                              "ttft_s_mean": float(r["ttft_s_mean"]),
                              "throughput_tok_s": float(r["throughput_tok_s"]),
@@ -176,13 +181,7 @@ def _serve_one(args: argparse.Namespace, policy: str, clients: int, log: Path
         work = _lengths(args.trace, args.requests, 2048)
         return asyncio.run(_load(base, clients, work))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc)
 
 
 def serve(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -193,7 +192,9 @@ def serve(args: argparse.Namespace) -> list[dict[str, Any]]:
             order = SERVE_POLICIES if rep % 2 == 0 else SERVE_POLICIES[::-1]
             for policy in order:
                 log = args.out / f"serve-{rep}-{clients}-{policy}.log"
+                before = os.getloadavg()[0]
                 res = _serve_one(args, policy, clients, log)
+                res = {"load_1m_before": before, "load_1m_after": os.getloadavg()[0], **res}
                 print(f"repeat {rep}, {clients} clients, {policy}: {res}", flush=True)
                 rows.append({"repeat": rep, "clients": clients, "policy": policy, **res})
     return rows
@@ -222,6 +223,8 @@ def write(out: Path, name: str, rows: list[dict[str, Any]], command: str) -> Non
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
                    len(lines))
         lines = lines[:start] + lines[end:]
+    if lines and lines[-1]:
+        lines.append("")
     lines += [f"## {name}", "", f"`{command}`", ""]
     if name == "replay":
         lines += ["| policy | E2E s | TTFT s | tok/s | spec % | gamma B 1-8 | B 9-32 | B 33-64 |",
@@ -242,8 +245,33 @@ def write(out: Path, name: str, rows: list[dict[str, Any]], command: str) -> Non
                 lines.append(f"| {c} | {p} | {_spread([r['wall_s'] for r in mine], '{:.1f}')} | "
                              f"{_spread([r['throughput_tok_s'] for r in mine], '{:.0f}')} | "
                              f"{_spread([r['latency_s_mean'] for r in mine])} |")
-    lines.append("")
+    lines += ["", *_paired(name, rows), _load_line(rows), ""]
     readme.write_text("\n".join(lines))
+
+
+def _paired(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    """nightjar+ against nospec, repeat by repeat (each pair ran back to back under one
+    load): the mean relative difference with its 95% t interval."""
+    metric, groups = ("e2e_s_mean", [None]) if name == "replay" else (
+        "throughput_tok_s", list(dict.fromkeys(r["clients"] for r in rows)))
+    out = []
+    for c in groups:
+        pick = {(r["repeat"], r["policy"]): r[metric] for r in rows
+                if c is None or r["clients"] == c}
+        diffs = [100.0 * (pick[(k, "nightjar+")] / pick[(k, "nospec")] - 1.0)
+                 for k in dict.fromkeys(r for r, _ in pick)
+                 if (k, "nightjar+") in pick and (k, "nospec") in pick]
+        where = "" if c is None else f", {c} clients"
+        iv = mean_interval(diffs)
+        out.append(f"nightjar+ against nospec ({metric}{where}, paired by repeat): "
+                   f"{iv.mean:+.1f}% ± {iv.half_width:.1f} (95% t interval, {iv.n} pairs)")
+    return out
+
+
+def _load_line(rows: list[dict[str, Any]]) -> str:
+    loads = [v for r in rows for v in (r["load_1m_before"], r["load_1m_after"])]
+    return f"1-minute load average around the runs: {min(loads):.2f}-{max(loads):.2f}."
+
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ POLICIES=${POLICIES:-"nospec fixed:3 nightjar nightjar-code nightjar+"}
 PY="$VENV/bin/python"
 NJ="$VENV/bin/nightjar"
 [ -x "$NJ" ] || { echo "no $NJ: run scripts/install-live.sh $VENV first" >&2; exit 2; }
-LD_PRELOAD=$(find "$VENV" -name libiomp5.so | head -1)
+LD_PRELOAD=$(find "$(cd "$VENV" && pwd)" -name libiomp5.so | head -1)
 export LD_PRELOAD
 mkdir -p "$OUT"
 

@@ -58,5 +58,6 @@ if [ "${1:-}" = "--live-under-load" ]; then
     load=(bash scripts/with-load.sh -n 2)
     echo "== (with two CPU-bound processes beside them)"
 fi
-LD_PRELOAD="$(find "$live_venv" -name 'libiomp5.so' | head -n 1)" \
+# Absolute: the suite starts servers and engines in other working directories.
+LD_PRELOAD="$(find "$PWD/$live_venv" -name 'libiomp5.so' | head -n 1)" \
     run_pytest "${load[@]}" "$live_venv/bin/pytest" -m live tests/live

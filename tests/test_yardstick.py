@@ -11,7 +11,8 @@ import pytest
 from nightjar.profile.model import load_profile
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate_many
-from nightjar.sim.yardstick import MAX_STRETCH, Trajectory, bound_ptl_s, rebuild_rate_s
+from nightjar.sim.bound import MAX_STRETCH, Trajectory, bound_ptl_s
+from nightjar.sim.yardstick import rebuild_rate_s
 from nightjar.trace.model import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -97,3 +98,22 @@ def test_rebuild_rate_is_a_lower_envelope_of_the_draft_prefill() -> None:
         cost = chunked_prefill_s(profile.draft_prefill_time_s, n, profile.max_prefill_tokens)
         assert cost >= rate * n * (1 - 1e-12)
     assert math.isfinite(rate)
+
+
+def test_the_streamed_program_does_not_depend_on_the_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The recorder prices and walks CHUNK steps at a time: chunk edges (the program's
+    # state, the rebuild's step indices, the excess windows) must not move a figure.
+    import nightjar.sim.bound as bound
+
+    trace, profile = load_trace("burst"), load_profile(RTX)
+    cfg = SimConfig(seed=0, gamma_max=3, engine=SchedulerMode.V0,
+                    draft_kv_mode=DraftKVMode.SKIP)
+    whole = simulate_many(trace, profile, ["nightjar+", "oracle"], cfg)
+    assert all(len(r.steps) > 1000 for r in whole)
+    monkeypatch.setattr(bound, "CHUNK", 37)
+    pieces = simulate_many(trace, profile, ["nightjar+", "oracle"], cfg)
+    for a, b in zip(whole, pieces, strict=True):
+        keys = [k for k in a.extra if k.endswith("_ptl_s") or k.startswith("excess_pct")]
+        assert len(keys) == 7
+        for k in keys:
+            assert b.extra[k] == pytest.approx(a.extra[k], rel=1e-12, nan_ok=True), k

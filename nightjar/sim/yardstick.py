@@ -33,25 +33,31 @@ negative. What it bounds: every batch-gamma schedule *on this trajectory*, step 
 step. It does not say what another policy, whose choices would have changed the
 batches (finishing requests sooner, freeing KV blocks), would have reached, nor
 per-request lengths (``tetris``).
+
+The recorder keeps none of this per step: it buffers a chunk of steps' raw facts
+(:data:`nightjar.sim.bound.CHUNK`), prices them together (numpy over the chunk, not
+per step) and walks the program (:mod:`nightjar.sim.bound`) forward, so its memory
+is one chunk whatever the run's length. The program's costs are kept unscaled:
+every step's weight shares one divisor, the run's expected tokens, known only at the
+end, and one common factor changes no choice.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from nightjar.profile.model import Profile
-from nightjar.sim.price import StepShape, price_step
+from nightjar.sim import bound
+from nightjar.sim.bound import MAX_STRETCH, Program, per_token_prices, program_costs
+from nightjar.sim.price import StepPricer
 
-# Longest gamma-0 stretch the program tells apart; longer ones are charged as this
-# long, which undercharges their rebuild (the bound stays a bound, a little looser).
-MAX_STRETCH = 128
 # The other gammas' prices of a step are looked up at its mean context rounded to this
 # many tokens (a cache: a step's price moves little with context).
 PRICE_CONTEXT_QUANTUM = 32
+# Decision windows (decode steps) of the excess curve: how long a wrong prior misleads.
+EXCESS_WINDOWS = ((0, 100), (100, 300), (300, 1000), (1000, 3000), (3000, None))
 
 
 def rebuild_rate_s(profile: Profile) -> float:
@@ -62,23 +68,51 @@ def rebuild_rate_s(profile: Profile) -> float:
     return min(profile.draft_prefill_time_s(int(t)) / t for t in profile.prefill_grid if t > 0)
 
 
-@dataclass
-class Trajectory:
-    """What the program needs per decode step; built by :class:`Recorder`."""
+class _Chunk:
+    """Raw facts of up to ``bound.CHUNK`` decode steps: per step, and per request of each step
+    (flat, ``offsets[i]:offsets[i + 1]`` for step i). Reused from chunk to chunk."""
 
-    batch: list[int] = field(default_factory=list)
-    step_s: list[float] = field(default_factory=list)  # what the run's step cost
-    played: list[float] = field(default_factory=list)  # expected tokens of its choice
-    # Seconds a gamma choice costs (decode, draft, the draft's share of prompt work; no
-    # rebuild), and the target's prompt work the step carried whatever the gamma.
-    prices: list[np.ndarray] = field(default_factory=list)
-    fixed: list[float] = field(default_factory=list)
-    tokens: list[np.ndarray] = field(default_factory=list)  # expected tokens per gamma
-    rebuild: list[np.ndarray | None] = field(default_factory=list)  # seconds per stretch
+    def __init__(self, gammas: int) -> None:
+        self.n = 0
+        self.batch = np.empty(bound.CHUNK)
+        self.step_s = np.empty(bound.CHUNK)
+        self.fixed = np.empty(bound.CHUNK)
+        self.top = np.empty(bound.CHUNK, dtype=np.int64)
+        self.prices = np.empty((bound.CHUNK, gammas))
+        self.offsets = np.zeros(bound.CHUNK + 1, dtype=np.int64)
+        size = bound.CHUNK * 16
+        self.alpha = np.empty(size)
+        self.remaining = np.empty(size, dtype=np.int64)
+        self.speculates = np.empty(size, dtype=np.bool_)
+        self.gamma = np.empty(size, dtype=np.int64)
+        self.age = np.empty(size, dtype=np.int64)
+        self.key = np.empty(size)
+        self.prompt = np.empty(size)
+
+    def _grow(self, size: int) -> None:
+        used = int(self.offsets[self.n])
+
+        def grown(old: np.ndarray) -> np.ndarray:
+            new = np.empty(size, dtype=old.dtype)
+            new[:used] = old[:used]
+            return new
+
+        self.alpha, self.remaining = grown(self.alpha), grown(self.remaining)
+        self.speculates, self.gamma = grown(self.speculates), grown(self.gamma)
+        self.age, self.key, self.prompt = grown(self.age), grown(self.key), grown(self.prompt)
+
+    def room(self, n: int) -> slice:
+        """The flat slice of the next step's ``n`` requests (grown if needed)."""
+        lo = int(self.offsets[self.n])
+        if lo + n > self.alpha.shape[0]:
+            self._grow(max(2 * self.alpha.shape[0], lo + n))
+        self.offsets[self.n + 1] = lo + n
+        return slice(lo, lo + n)
 
 
 class Recorder:
-    """Collects the trajectory during a simulation (one call per decode step).
+    """Collects the trajectory during a simulation (one call per decode step) and
+    walks the bound's program over it chunk by chunk.
 
     Per request it keeps the decode step its current stay began at and when its
     prompt was prefilled (in half steps: a V0 prefill-only step sits between two
@@ -93,14 +127,20 @@ class Recorder:
         self.rate = rebuild_rate_s(profile) if skip else 0.0
         self.decay = positional_decay if positional else 1.0
         j = np.arange(gamma_max + 1)
+        self._g_all = j
         self._decay_powers = self.decay ** (j * (j - 1) / 2.0)
         self.t = 0  # decode steps so far
         self.start = np.zeros(num_requests, dtype=np.int64)  # first decode step of the stay
         self.prompt_at = np.full(num_requests, -1.0)  # half-step key of the prefill
         self.prompt_tokens = np.zeros(num_requests, dtype=np.float64)
-        self.data = Trajectory()
-        self.played_gammas: list[int] = []  # the batch gamma each decode step ran
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        self._pricer = StepPricer(profile)  # the engine's prices, bit for bit, memoised
+        self._chunk = _Chunk(gamma_max + 1)
+        self._program = Program()
+        self._own_s = 0.0  # sum over steps of B_t * step_s
+        self._tokens = 0.0  # expected tokens of the run's own choices
+        self._off_only = 0.0  # the whole (unscaled) cost when gamma_max is 0
+        self._excess = np.zeros((len(EXCESS_WINDOWS), 2))  # weighted excess, weight
 
     def prefilled(self, rids: np.ndarray, tokens: np.ndarray, decode_step: bool) -> None:
         """Prompt chunks of ``rids`` ran this step (a decode step, or a prefill-only
@@ -121,7 +161,6 @@ class Recorder:
              draft_loaded: bool, sync: bool, overhead_s: float, step_s: float,
              switch_s: float) -> None:
         n = int(rids.shape[0])
-        g_all = np.arange(self.gamma_max + 1)
         n_spec = int(speculates.sum())
         key = (n, n_spec, int(mean_ctx) // PRICE_CONTEXT_QUANTUM, prefill_tokens, draft_loaded)
         cached = self._prices.get(key)
@@ -131,36 +170,34 @@ class Recorder:
         total, prompt = cached
         top = int(gammas.max()) if gammas.size else 0
         fixed = float(prompt[top])
-        prices = total - prompt + overhead_s
+        c = self._chunk
+        i = c.n
+        row = c.prices[i]
+        np.subtract(total, prompt, out=row)
+        row += overhead_s
         spec_g = gammas[speculates] if n_spec < n else gammas
         if gammas.size and (not n_spec or int(spec_g.min()) == int(spec_g.max())):
             # The gamma that ran is priced as it ran (the cache's context is rounded):
             # the run's own schedule then costs the program what it cost the engine.
-            prices[top] = step_s - switch_s - fixed
-        # Expected emitted tokens: sum_{j <= min(g, rem - 1)} prod_{k < j} a decay^k
-        # = a^j decay^(j (j - 1) / 2), summed over the batch.
-        a = np.clip(alpha, 0.0, 0.999)
-        reach = a[:, None] ** g_all[None, :]
-        if self.decay != 1.0:
-            reach *= self._decay_powers[None, :]
-        cap = np.where(speculates, remaining - 1, 0)
-        reach *= g_all[None, :] <= cap[:, None]
-        tokens = np.cumsum(reach.sum(axis=0))
-        if gammas.size and int(gammas.min()) == top:
-            played = float(tokens[min(top, self.gamma_max)])
-        else:
-            per = np.cumsum(reach, axis=1)
-            played = float(per[np.arange(n), np.minimum(gammas, self.gamma_max)].sum())
-        d = self.data
-        self.played_gammas.append(top)
-        d.batch.append(n)
-        d.step_s.append(step_s)
-        d.played.append(played)
-        d.prices.append(prices)
-        d.fixed.append(fixed)
-        d.tokens.append(tokens)
-        d.rebuild.append(self._rebuild(rids) if self.skip else None)
+            row[top] = step_s - switch_s - fixed
+        c.batch[i] = n
+        c.step_s[i] = step_s
+        c.fixed[i] = fixed
+        c.top[i] = top
+        flat = c.room(n)
+        c.alpha[flat] = alpha
+        c.remaining[flat] = remaining
+        c.speculates[flat] = speculates
+        c.gamma[flat] = gammas
+        if self.skip:
+            c.age[flat] = self.t - self.start[rids]
+            c.key[flat] = self.prompt_at[rids]
+            c.prompt[flat] = self.prompt_tokens[rids]
+        self._own_s += n * step_s
+        c.n += 1
         self.t += 1
+        if c.n == bound.CHUNK:
+            self._flush()
 
     def _price(self, key: tuple[int, int, int, int, bool], n: int, n_spec: int,
                prefill_tokens: int, draft_loaded: bool, sync: bool
@@ -169,123 +206,96 @@ class Recorder:
         total = np.empty(self.gamma_max + 1)
         prompt = np.zeros(self.gamma_max + 1)
         ctx = (key[2] + 0.5) * PRICE_CONTEXT_QUANTUM
+        price = self._pricer.price
         for g in range(self.gamma_max + 1):
-            shape = StepShape(
-                n_decode=n, g_max=g if n_spec else 0, drafted=g * n_spec, mean_ctx=ctx,
-                prefill_tokens=prefill_tokens,
-                # Gamma 0 as the run had it (no draft: no sync forward); speculating
-                # needs the draft.
-                draft_loaded=draft_loaded if g == 0 else True, sync=sync,
-            )
-            total[g] = price_step(self.profile, shape).total_s
+            # Gamma 0 as the run had it (no draft: no sync forward); speculating needs
+            # the draft.
+            loaded = draft_loaded if g == 0 else True
+            g_max = g if n_spec else 0
+            total[g] = price(n, g_max, g * n_spec, ctx, prefill_tokens, loaded, sync)[0]
             if prefill_tokens:
-                alone = dataclasses.replace(shape, draft_loaded=False, sync=False)
-                prompt[g] = price_step(self.profile, alone).prefill_s
+                prompt[g] = price(n, g_max, g * n_spec, ctx, prefill_tokens, False, False)[2]
         return total, prompt
 
-    def _rebuild(self, rids: np.ndarray) -> np.ndarray:
-        """Seconds to rebuild the draft at this step after a gamma-0 stretch of
-        0..MAX_STRETCH steps: one token per request per stretch step it decoded, and
-        the prompts prefilled since the stretch began."""
+    def _tokens_of(self, m: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per step of the chunk: expected emitted tokens per gamma, those of the gamma
+        each request ran, and each request's step index."""
+        c = self._chunk
+        g_all = self._g_all
+        # sum_{j <= min(g, rem - 1)} prod_{k < j} a decay^k = a^j decay^(j (j - 1) / 2).
+        a = np.clip(c.alpha[:size], 0.0, 0.999)
+        reach = a[:, None] ** g_all[None, :]
+        if self.decay != 1.0:
+            reach *= self._decay_powers[None, :]
+        cap = np.where(c.speculates[:size], c.remaining[:size] - 1, 0)
+        reach *= g_all[None, :] <= cap[:, None]
+        starts = c.offsets[:m]
+        tokens = np.cumsum(np.add.reduceat(reach, starts, axis=0), axis=1)
+        per = np.cumsum(reach, axis=1)
+        ran = per[np.arange(size), np.minimum(c.gamma[:size], self.gamma_max)]
+        played = np.add.reduceat(ran, starts)
+        step_of = np.repeat(np.arange(m), np.diff(c.offsets[: m + 1]))
+        return tokens, played, step_of
+
+    def _rebuild(self, m: int, size: int, step_of: np.ndarray) -> np.ndarray:
+        """Per step of the chunk: seconds to rebuild the draft after a gamma-0 stretch
+        of 0..MAX_STRETCH steps: one token per request per stretch step it decoded,
+        and the prompts prefilled since the stretch began."""
+        c = self._chunk
         cap = MAX_STRETCH
-        ages = np.minimum(np.maximum(self.t - self.start[rids], 0), cap)
-        # ge[k] = requests that decoded in at least k of the stretch's steps.
-        ge = np.cumsum(np.bincount(ages, minlength=cap + 1)[::-1])[::-1]
-        decoded = np.concatenate(([0.0], np.cumsum(ge[1:])))
-        keys = self.prompt_at[rids]
+        ages = np.minimum(np.maximum(c.age[:size], 0), cap)
+        # ge[i, k] = requests of step i that decoded in at least k of the stretch's steps.
+        counts = np.bincount(step_of * (cap + 1) + ages, minlength=m * (cap + 1))
+        ge = np.cumsum(counts.reshape(m, cap + 1)[:, ::-1], axis=1)[:, ::-1]
+        decoded = np.zeros((m, cap + 1))
+        decoded[:, 1:] = np.cumsum(ge[:, 1:], axis=1)
+        keys = c.key[:size]
         has = keys >= 0
-        lmin = np.floor(self.t - keys[has]).astype(np.int64)
-        prompt = np.cumsum(np.bincount(np.minimum(lmin, cap + 1),
-                                       weights=self.prompt_tokens[rids][has],
-                                       minlength=cap + 2)[: cap + 1])
-        out: np.ndarray = self.rate * (decoded + prompt)
+        t_of = (self.t - m + step_of[has]).astype(np.float64)
+        lmin = np.minimum(np.floor(t_of - keys[has]).astype(np.int64), cap + 1)
+        prompt = np.bincount(step_of[has] * (cap + 2) + lmin, weights=c.prompt[:size][has],
+                             minlength=m * (cap + 2)).reshape(m, cap + 2)[:, : cap + 1]
+        out: np.ndarray = self.rate * (decoded + np.cumsum(prompt, axis=1))
         return out
+
+    def _flush(self) -> None:
+        c = self._chunk
+        m = c.n
+        if not m:
+            return
+        size = int(c.offsets[m])
+        tokens, played, step_of = self._tokens_of(m, size)
+        prices, fixed, batch = c.prices[:m], c.fixed[:m], c.batch[:m]
+        per_token, weight = per_token_prices(batch, played, prices, tokens, fixed)
+        self._tokens += float(played.sum())
+        if self.gamma_max == 0:
+            self._off_only += float((weight * per_token[:, 0]).sum())
+        else:
+            rebuild = self._rebuild(m, size, step_of) if self.skip else None
+            self._program.walk(*program_costs(weight, per_token, tokens, rebuild))
+        # The excess of each step's chosen gamma over its cheapest (rebuilds aside).
+        chosen = per_token[np.arange(m), np.minimum(c.top[:m], self.gamma_max)]
+        excess = chosen / per_token.min(axis=1) - 1.0
+        first = self.t - m
+        for k, (lo, hi) in enumerate(EXCESS_WINDOWS):
+            a = max(lo - first, 0)
+            b = m if hi is None else min(hi - first, m)
+            if a < b:
+                self._excess[k, 0] += float(np.dot(weight[a:b], excess[a:b]))
+                self._excess[k, 1] += float(weight[a:b].sum())
+        c.n = 0
 
     def summary(self) -> dict[str, float]:
-        """``expected_ptl_s`` (the run's own schedule) and ``bound_ptl_s``."""
-        d = self.data
-        if not d.batch or sum(d.played) <= 0:
+        """``expected_ptl_s`` (the run's own schedule) and ``bound_ptl_s``, and per
+        window of decisions the token-weighted mean excess (%) of the chosen gamma's
+        per-token price over the step's cheapest: ``excess_pct_LO_HI`` (a window the
+        run did not reach is NaN)."""
+        self._flush()
+        if not self.t or self._tokens <= 0:
             return {"expected_ptl_s": math.nan, "bound_ptl_s": math.nan}
-        b = np.asarray(d.batch, dtype=np.float64)
-        own = float(np.dot(b, d.step_s) / np.sum(d.played))
-        out = {"expected_ptl_s": own, "bound_ptl_s": bound_ptl_s(d)}
-        out.update(decision_excess(d, self.played_gammas))
+        bound = self._off_only if self.gamma_max == 0 else self._program.value()
+        out = {"expected_ptl_s": self._own_s / self._tokens, "bound_ptl_s": bound / self._tokens}
+        for (lo, hi), (num, den) in zip(EXCESS_WINDOWS, self._excess, strict=True):
+            key = f"excess_pct_{lo}_{hi if hi is not None else 'end'}"
+            out[key] = num / den * 100.0 if den > 0 else math.nan
         return out
-
-
-# Decision windows (decode steps) of the excess curve: how long a wrong prior misleads.
-EXCESS_WINDOWS = ((0, 100), (100, 300), (300, 1000), (1000, 3000), (3000, None))
-
-
-def decision_excess(d: Trajectory, played: list[int]) -> dict[str, float]:
-    """Per window of decisions, the token-weighted mean excess (%) of the chosen gamma's
-    per-token price over the step's cheapest (rebuilds aside): ``excess_pct_LO_HI``.
-    A window the run did not reach is NaN."""
-    prices = np.vstack(d.prices)
-    tokens = np.vstack(d.tokens)
-    played_tokens = np.asarray(d.played, dtype=np.float64)
-    fixed = np.asarray(d.fixed, dtype=np.float64) / played_tokens
-    per_token = prices / tokens + fixed[:, None]
-    steps = np.arange(per_token.shape[0])
-    chosen = per_token[steps, np.minimum(np.asarray(played), per_token.shape[1] - 1)]
-    excess = chosen / per_token.min(axis=1) - 1.0
-    weight = np.asarray(d.batch, dtype=np.float64) * played_tokens
-    out = {}
-    for lo, hi in EXCESS_WINDOWS:
-        sl = slice(lo, hi)
-        w = weight[sl]
-        key = f"excess_pct_{lo}_{hi if hi is not None else 'end'}"
-        out[key] = float(np.dot(w, excess[sl]) / w.sum() * 100.0) if w.size else math.nan
-    return out
-
-
-def bound_ptl_s(d: Trajectory) -> float:
-    """The least token-weighted per-token latency over schedules (see the module doc)."""
-    batch = np.asarray(d.batch, dtype=np.float64)
-    prices = np.vstack(d.prices)
-    tokens = np.vstack(d.tokens)
-    played = np.asarray(d.played, dtype=np.float64)
-    fixed = np.asarray(d.fixed, dtype=np.float64) if d.fixed else np.zeros_like(played)
-    weight = batch * played / played.sum()  # omega_t * B_t
-    # The prompt work is charged at the run's own tokens: the trajectory (and the
-    # step's token budget) is the run's, so a gamma that spread it over more tokens
-    # would be crediting speculation the budget did not have room for.
-    per_token = weight[:, None] * (prices / tokens + (fixed / played)[:, None])
-    n, gammas = per_token.shape
-    cap = MAX_STRETCH
-    if gammas == 1:
-        return float(per_token[:, 0].sum())
-    skip = bool(d.rebuild) and d.rebuild[0] is not None
-    # on[t, l]: the cheapest speculating choice at step t after a gamma-0 stretch of l
-    # steps: its price plus the rebuild, both per token of that gamma.
-    if skip:
-        rebuild = np.vstack([r for r in d.rebuild if r is not None])
-        inv = 1.0 / tokens[:, 1:]
-        on = np.empty((n, cap + 1))
-        for lo in range(0, n, 2048):
-            hi = min(lo + 2048, n)
-            cost = (per_token[lo:hi, None, 1:]
-                    + (weight[lo:hi, None] * rebuild[lo:hi])[:, :, None] * inv[lo:hi, None, :])
-            on[lo:hi] = cost.min(axis=2)
-    else:
-        on = np.repeat(per_token[:, 1:].min(axis=1)[:, None], cap + 1, axis=1)
-    off = per_token[:, 0]
-    return _walk(on, off)
-
-
-def _walk(on: np.ndarray, off: np.ndarray) -> float:
-    """The program over steps. States: 0 = the last step speculated, l = a gamma-0
-    stretch of l steps (MAX_STRETCH: at least that many); ``on[t, l]`` is the cost of
-    speculating at step t from state l, ``off[t]`` of gamma 0."""
-    cap = on.shape[1] - 1
-    val = np.full(cap + 1, math.inf)
-    val[0] = 0.0
-    nxt = np.empty_like(val)
-    for t in range(on.shape[0]):
-        nxt[1:] = val[:-1]
-        if val[cap] < val[cap - 1]:  # the capped stretch absorbs
-            nxt[cap] = val[cap]
-        nxt += off[t]
-        nxt[0] = float(np.min(val + on[t]))
-        val, nxt = nxt, val
-    return float(val.min())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from nightjar.live.plugins.engine import SCHEDULER, WORKER
+from nightjar.live.process import stop_server
 from nightjar.live.settings import CONFIG_ENV
 from nightjar.live.steplog import read_log
 
@@ -86,12 +86,7 @@ def test_vllm_serve_with_nightjar_classes_serves_through_nightjar(
         # The same prompt with Nightjar's per-request opt-out: plain greedy decoding.
         plain = _complete(port, {**body, "vllm_xargs": {"nightjar_no_spec": 1}})
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc)
     assert answer["usage"]["completion_tokens"] == 48
     assert answer["choices"][0]["text"] == plain["choices"][0]["text"]
     contents = read_log(steps)

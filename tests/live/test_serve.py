@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from nightjar.config import LIVE_GAMMA_MAX
+from nightjar.live.process import stop_server
 
 LAUNCH = (
     "import sys, nightjar.cli as c\n"
@@ -104,9 +104,4 @@ def test_serve_answers_a_completion(tiny: Any, make_llm: Any, tmp_path: Path) ->
         assert m['nightjar_draft_state{policy="fixed:2",state="resident"}'] == 1
         assert m["nightjar_offloads_total"] == m["nightjar_reloads_total"] == 0
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc, grace_s=30)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 
 from nightjar.live.plugins.engine import EngineSpec
+from nightjar.live.process import stop_server
 from nightjar.live.settings import LiveSettings
 
 LAUNCH = (
@@ -233,13 +233,7 @@ def test_serve_under_load_disconnects_and_faults(tiny: Any, make_llm: Any, tmp_p
         time.sleep(1.0)  # idle: the snapshot was flushed when the last request left
         end = _metrics(_get(f"{base}/metrics")[1])
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc)
     out = log.read_text()
     offloads, reloads = end["nightjar_offloads_total"], end["nightjar_reloads_total"]
     emitted = end["nightjar_emitted_tokens_total"] - start.get("nightjar_emitted_tokens_total", 0)
