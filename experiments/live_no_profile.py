@@ -252,10 +252,12 @@ def write(out: Path, name: str, rows: list[dict[str, Any]], command: str) -> Non
 def _paired(name: str, rows: list[dict[str, Any]]) -> list[str]:
     """nightjar+ against nospec, repeat by repeat (each pair ran back to back under one
     load): the mean relative difference with its 95% t interval."""
-    metric, groups = ("e2e_s_mean", [None]) if name == "replay" else (
-        "throughput_tok_s", list(dict.fromkeys(r["clients"] for r in rows)))
+    if name == "replay":
+        cases = [(m, None) for m in ("e2e_s_mean", "throughput_tok_s")]
+    else:
+        cases = [("throughput_tok_s", c) for c in dict.fromkeys(r["clients"] for r in rows)]
     out = []
-    for c in groups:
+    for metric, c in cases:
         pick = {(r["repeat"], r["policy"]): r[metric] for r in rows
                 if c is None or r["clients"] == c}
         diffs = [100.0 * (pick[(k, "nightjar+")] / pick[(k, "nospec")] - 1.0)
@@ -263,14 +265,15 @@ def _paired(name: str, rows: list[dict[str, Any]]) -> list[str]:
                  if (k, "nightjar+") in pick and (k, "nospec") in pick]
         where = "" if c is None else f", {c} clients"
         iv = mean_interval(diffs)
-        out.append(f"nightjar+ against nospec ({metric}{where}, paired by repeat): "
+        out.append(f"- nightjar+ against nospec ({metric}{where}, paired by repeat): "
                    f"{iv.mean:+.1f}% ± {iv.half_width:.1f} (95% t interval, {iv.n} pairs)")
     return out
 
 
 def _load_line(rows: list[dict[str, Any]]) -> str:
     loads = [v for r in rows for v in (r["load_1m_before"], r["load_1m_after"])]
-    return f"1-minute load average around the runs: {min(loads):.2f}-{max(loads):.2f}."
+    return (f"1-minute load average around the runs (the engine's own threads included): "
+            f"{min(loads):.2f}-{max(loads):.2f}.")
 
 
 

@@ -119,7 +119,7 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     s = run.steps_frame()
     s = s[(s["batch_size"] > 0) | (s["prefill_tokens"] > 0)]
     # The K a live step proposed (its draft's passes at the end of the step, over the
-    # prompts it prefilled too) is the one the next step verified (docs/live.md, lag).
+    # prompts it prefilled too) is the one the next step verified (docs/live-internals.md, lag).
     proposed = s["gamma"].shift(-1).fillna(s["gamma"]).astype(int)
     # Prompts a prefill-only step completes: live, the tokens it emitted (each prompt's
     # first); the simulator's rows count decode tokens only, so there the requests whose

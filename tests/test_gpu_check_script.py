@@ -1,5 +1,5 @@
 """scripts/gpu-check.sh on a machine without an NVIDIA GPU: one line, exit code 3,
-nothing installed (the checks themselves need a GPU; see docs/live.md)."""
+nothing installed (the checks themselves need a GPU; see docs/live-bench.md)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ WORKER = "nightjar.live.plugins.worker.NightjarWorker"
 # on a busy CPU, so its shared-memory message queues are never unlinked
 # ("resource_tracker: ... leaked shared_memory objects").
 SHUTDOWN_GRACE_S = 30.0
+WORKER_GRACE_S = 20
 
 
 def prepare_env() -> None:
@@ -39,6 +40,11 @@ def prepare_env() -> None:
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
     # Without nightjar.live.logs.configured (the CLI uses it), warnings only.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # The engine core waits this long for its workers to exit before it signals and
+    # then kills them (vLLM's default 5 s, then 4): a worker killed mid-teardown on a
+    # busy CPU leaves its shared-memory queue behind, as an engine core does. Inside
+    # the engine core's own grace, so that it still unlinks its queues after them.
+    os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", str(WORKER_GRACE_S))
     preload = os.environ.get("LD_PRELOAD", "")
     if "libiomp5" not in preload and not os.environ.get("CUDA_VISIBLE_DEVICES"):
         warnings.warn(

@@ -1,6 +1,6 @@
 """Turns a scheduled step and vLLM's output for it into records and a policy outcome.
 
-Lag convention (documented in docs/live.md): the K set at step t is drafted at the
+Lag convention (documented in docs/live-internals.md): the K set at step t is drafted at the
 end of t and verified in t+1. A step's record reports the gamma *verified* in it
 (set one step earlier), so that ``gamma``, ``drafted`` and ``accepted`` on one row
 belong together, like the simulator's rows; the policy's raw choice at the step is

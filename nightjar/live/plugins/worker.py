@@ -13,7 +13,7 @@ target verifies every token). A reload that migrated the ballast region also
 carries ``(src, dst)`` block copies: the worker copies those KV blocks in every
 layer (target and draft) and rewrites its persistent block tables before the
 reload and the forward pass, so the step already reads the moved blocks. See
-docs/live.md.
+docs/live-internals.md.
 """
 
 from __future__ import annotations
