@@ -445,9 +445,8 @@ class Engine:
             led = self.ledger
             self.yardstick.step(
                 rids=rids, alpha=led.alpha[rids], remaining=remaining,
-                speculates=(~led.no_spec[rids] if led.no_spec is not None
-                            else np.ones(n, dtype=bool)),
-                gammas=np.full(n, gam, dtype=np.int64) if isinstance(gam, int) else gam,
+                speculates=~led.no_spec[rids] if led.no_spec is not None else None,
+                gammas=gam,
                 mean_ctx=mean_ctx, prefill_tokens=prefill, draft_loaded=resident,
                 sync=self._sync, overhead_s=overhead_s, step_s=step_s, switch_s=switch_s,
             )

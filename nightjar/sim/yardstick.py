@@ -157,26 +157,32 @@ class Recorder:
         self.prompt_at[rids] = -1.0
 
     def step(self, *, rids: np.ndarray, alpha: np.ndarray, remaining: np.ndarray,
-             speculates: np.ndarray, gammas: np.ndarray, mean_ctx: float, prefill_tokens: int,
-             draft_loaded: bool, sync: bool, overhead_s: float, step_s: float,
-             switch_s: float) -> None:
+             speculates: np.ndarray | None, gammas: np.ndarray | int, mean_ctx: float,
+             prefill_tokens: int, draft_loaded: bool, sync: bool, overhead_s: float,
+             step_s: float, switch_s: float) -> None:
+        """One decode step: ``speculates`` None where every request may speculate,
+        ``gammas`` an int where every request ran the same length."""
         n = int(rids.shape[0])
-        n_spec = int(speculates.sum())
+        n_spec = n if speculates is None else int(speculates.sum())
+        if isinstance(gammas, int):
+            top, uniform = gammas, True
+        else:
+            top = int(gammas.max()) if gammas.size else 0
+            spec_g = gammas if speculates is None or n_spec == n else gammas[speculates]
+            uniform = bool(gammas.size) and (not n_spec or int(spec_g.min()) == int(spec_g.max()))
         key = (n, n_spec, int(mean_ctx) // PRICE_CONTEXT_QUANTUM, prefill_tokens, draft_loaded)
         cached = self._prices.get(key)
         if cached is None:
             cached = self._price(key, n, n_spec, prefill_tokens, draft_loaded, sync)
             self._prices[key] = cached
         total, prompt = cached
-        top = int(gammas.max()) if gammas.size else 0
         fixed = float(prompt[top])
         c = self._chunk
         i = c.n
         row = c.prices[i]
         np.subtract(total, prompt, out=row)
         row += overhead_s
-        spec_g = gammas[speculates] if n_spec < n else gammas
-        if gammas.size and (not n_spec or int(spec_g.min()) == int(spec_g.max())):
+        if uniform:
             # The gamma that ran is priced as it ran (the cache's context is rounded):
             # the run's own schedule then costs the program what it cost the engine.
             row[top] = step_s - switch_s - fixed
@@ -187,7 +193,7 @@ class Recorder:
         flat = c.room(n)
         c.alpha[flat] = alpha
         c.remaining[flat] = remaining
-        c.speculates[flat] = speculates
+        c.speculates[flat] = True if speculates is None else speculates
         c.gamma[flat] = gammas
         if self.skip:
             c.age[flat] = self.t - self.start[rids]
