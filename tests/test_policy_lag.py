@@ -66,6 +66,13 @@ def test_a_switch_step_with_prompts_or_another_batch_is_dropped() -> None:
     assert unpriced.sample(0, 1, B, 0.1, 0, lambda g: None) is None
 
 
+def test_a_step_between_breaks_the_pair() -> None:
+    lag = LagAttribution()
+    assert lag.sample(1, 0, B, _verify_s(1) + _draft_s(0), 0, _steady_s) is None
+    lag.forget()  # a clamped step came between: the next switch is not its pair
+    assert lag.sample(0, 1, B, _verify_s(0) + _draft_s(1), 0, _steady_s) is None
+
+
 def _run_lagged(steps: int, seed: int) -> list[int]:
     pol = make_policy("nightjar+", PolicyEnv(gamma_max=3, seed=seed, per_request=False))
     chosen_prev, ran = 0, []

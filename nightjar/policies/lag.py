@@ -40,6 +40,10 @@ class LagAttribution:
     def __init__(self) -> None:
         self._held: _Switch | None = None
 
+    def forget(self) -> None:
+        """A step that teaches nothing (clamped, empty) came between: nothing to pair."""
+        self._held = None
+
     def sample(
         self,
         verified: int,

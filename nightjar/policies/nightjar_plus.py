@@ -15,7 +15,9 @@ gamma:
   and evidence at one batch size the others'. Without a prior a cell's first
   decision measures gamma 0, and any cell that has gone long without a gamma-0 step
   measures it once (:data:`PROBE_BELOW`): from speculating steps alone the split
-  between the target's cost and the draft's is the prior's guess;
+  between the target's cost and the draft's is the prior's guess. On an engine that
+  drafts a step ahead (vLLM V1) only steps whose verified and drafted K agree are
+  learned from, and one-step excursions from their pair (:mod:`nightjar.policies.lag`);
 - ``tau(g)``: expected tokens per request, from per-gamma effective acceptance
   rates recovered by inverting the observed accepted drafts
   (:class:`nightjar.core.estimators.EffectiveAcceptance`), so a batch of unequal rates is
@@ -255,6 +257,7 @@ class NightjarPlusPolicy:
             self._rebuild.learn(lag, outcome.switch_cost_s)
         self._track_runs(g, outcome.emitted + outcome.prefill_tokens)
         if outcome.clamped or g >= self.arms or b <= 0 or outcome.emitted <= 0:
+            self._lagged.forget()
             return
         if g > 0:
             self._acc.update(g, outcome.accepted, b)
