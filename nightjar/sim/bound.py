@@ -65,7 +65,7 @@ class Program:
 
 
 def per_token_prices(batch: np.ndarray, played: np.ndarray, prices: np.ndarray,
-               tokens: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                     tokens: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each step's per-token price per gamma, and its weight ``B_t`` times the tokens
     the run emitted there (the token weight without its common divisor). The prompt
     work is charged at the run's own tokens: the trajectory (and the step's token
@@ -75,7 +75,7 @@ def per_token_prices(batch: np.ndarray, played: np.ndarray, prices: np.ndarray,
 
 
 def program_costs(weight: np.ndarray, per_token: np.ndarray, tokens: np.ndarray,
-           rebuild: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                  rebuild: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """The program's ``on`` and ``off`` of a run of steps (unscaled)."""
     cost = weight[:, None] * per_token
     if rebuild is None:
@@ -95,7 +95,7 @@ def bound_ptl_s(d: Trajectory) -> float:
     fixed = np.asarray(d.fixed, dtype=np.float64) if d.fixed else np.zeros_like(played)
     tokens = np.vstack(d.tokens)
     per_token, weight = per_token_prices(np.asarray(d.batch, dtype=np.float64), played,
-                                   np.vstack(d.prices), tokens, fixed)
+                                         np.vstack(d.prices), tokens, fixed)
     total = played.sum()
     if per_token.shape[1] == 1:
         return float((weight * per_token[:, 0]).sum() / total)
@@ -105,5 +105,5 @@ def bound_ptl_s(d: Trajectory) -> float:
     for lo in range(0, per_token.shape[0], CHUNK):
         sl = slice(lo, lo + CHUNK)
         program.walk(*program_costs(weight[sl], per_token[sl], tokens[sl],
-                             rebuild[sl] if rebuild is not None else None))
+                                    rebuild[sl] if rebuild is not None else None))
     return program.value() / float(total)

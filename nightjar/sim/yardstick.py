@@ -75,7 +75,6 @@ class _Chunk:
     def __init__(self, gammas: int) -> None:
         self.n = 0
         self.batch = np.empty(bound.CHUNK)
-        self.step_s = np.empty(bound.CHUNK)
         self.fixed = np.empty(bound.CHUNK)
         self.top = np.empty(bound.CHUNK, dtype=np.int64)
         self.prices = np.empty((bound.CHUNK, gammas))
@@ -187,7 +186,6 @@ class Recorder:
             # the run's own schedule then costs the program what it cost the engine.
             row[top] = step_s - switch_s - fixed
         c.batch[i] = n
-        c.step_s[i] = step_s
         c.fixed[i] = fixed
         c.top[i] = top
         flat = c.room(n)
@@ -299,8 +297,8 @@ class Recorder:
         self._flush()
         if not self.t or self._tokens <= 0:
             return {"expected_ptl_s": math.nan, "bound_ptl_s": math.nan}
-        bound = self._off_only if self.gamma_max == 0 else self._program.value()
-        out = {"expected_ptl_s": self._own_s / self._tokens, "bound_ptl_s": bound / self._tokens}
+        least = self._off_only if self.gamma_max == 0 else self._program.value()
+        out = {"expected_ptl_s": self._own_s / self._tokens, "bound_ptl_s": least / self._tokens}
         for (lo, hi), (num, den) in zip(EXCESS_WINDOWS, self._excess, strict=True):
             key = f"excess_pct_{lo}_{hi if hi is not None else 'end'}"
             out[key] = num / den * 100.0 if den > 0 else math.nan
