@@ -1,8 +1,10 @@
 """Stopping a server that runs in its own process group (``nightjar live --serve``).
 
-vLLM's server forks an engine core and workers; a SIGINT to the whole group lets each
-unlink its shared memory and release its port. Only a group that outlives the grace
-period is killed, since a SIGKILL leaves that shared memory behind.
+The server gets one SIGINT, as ``kill -INT PID`` sends, and stops its engine core and
+workers itself, in order, so that each unlinks its shared memory and releases its
+port: a SIGINT to the whole group races that teardown (nightjar.live.supervise says
+how). Only a group that outlives the grace period is killed, since a SIGKILL leaves
+that shared memory behind.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 
 
 def stop_server(proc: subprocess.Popen[Any], grace_s: float = 60.0) -> None:
-    """Interrupt ``proc``'s process group, wait ``grace_s``, then kill it."""
+    """Interrupt ``proc``, wait ``grace_s``, then kill its process group."""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:

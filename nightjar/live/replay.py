@@ -29,7 +29,7 @@ from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kw
 from nightjar.live.plugins.optout import NO_SPEC_KEY
 from nightjar.live.plugins.runs import RunStart
 from nightjar.live.plugins.startup import startup_cause
-from nightjar.live.steplog import read_log
+from nightjar.live.steplog import LogContents, read_log
 from nightjar.trace.model import Trace
 
 
@@ -39,6 +39,10 @@ class ReplayOptions:
     # vocabulary (its config.json), which is what vLLM checks every id against.
     vocab_size: int | None = None
     seed: int = 0
+
+
+# Seconds a run's reader waits for the engine core to finish writing its step log.
+LOG_SETTLE_S = 10.0
 
 
 def prompt_vocab(spec: EngineSpec, opts: ReplayOptions) -> int:
@@ -239,7 +243,11 @@ async def serve_trace(
         requests=records,
         extra={"clipped_prompts": float(clipped), **current_binding().extras()},
     )
-    return _attach_log(result, spec, t0), outputs
+    if spec.settings.step_log is not None:
+        ids = {f"nj{rec.request_id}" for rec in records}
+        log = await _settled_log(spec.settings.step_log, t0, ids)
+        _attach_log(result, log)
+    return result, outputs
 
 
 async def _replay(
@@ -249,10 +257,24 @@ async def _replay(
         return await serve_trace(engine, trace, spec, opts, progress)
 
 
-def _attach_log(result: RunResult, spec: EngineSpec, t0: float) -> RunResult:
-    if spec.settings.step_log is None:
-        return result
-    log = read_log(spec.settings.step_log, t0)
+async def _settled_log(path: str, t0: float, ids: set[str]) -> LogContents:
+    """The log once it holds every request in ``ids`` and the idle summary after them.
+
+    The engine core, another process than the client that just got the last token,
+    writes a request's record as it frees the request and a summary when it goes idle:
+    a read at once can miss both (the requests' draft counts would read zero, the
+    summary would be an earlier one's). After ``LOG_SETTLE_S`` it is read as it is.
+    """
+    deadline = time.monotonic() + LOG_SETTLE_S
+    while True:
+        log = read_log(path, t0)
+        logged = {rid.split("-")[0] for rid in log.requests}
+        if (log.idle and ids <= logged) or time.monotonic() > deadline:
+            return log
+        await asyncio.sleep(0.05)
+
+
+def _attach_log(result: RunResult, log: LogContents) -> None:
     # Drop the idle steps before the first arrival and empty scheduler ticks.
     result.steps = [s for s in log.steps if s.batch_size or s.prefill_tokens]
     for rec in result.requests:
@@ -268,7 +290,6 @@ def _attach_log(result: RunResult, spec: EngineSpec, t0: float) -> RunResult:
     result.extra["residency_events"] = float(
         sum(1 for e in log.events if str(e.get("event", "")).endswith("_done"))
     )
-    return result
 
 
 def replay(

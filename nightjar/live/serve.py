@@ -14,13 +14,13 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from nightjar.live.plugins.engine import EngineSpec, engine_kwargs, prepare_env
+from nightjar.live.supervise import run_supervised
 
 # nightjar.live.prometheus reads the scheduler's start-up error file from here (it
 # imports vllm, so serve cannot import the name from it).
@@ -77,6 +77,6 @@ def serve(spec: EngineSpec, host: str, port: int, extra: list[str]) -> int:
     argv = server_argv(spec, host, port, extra, state_file)
     env = {**os.environ, ERROR_FILE_ENV: error_file}
     try:
-        return subprocess.run(argv, env=env, check=False).returncode
+        return run_supervised(argv, env)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)

@@ -57,15 +57,23 @@ class LogContents:
     requests: dict[str, dict[str, int]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, float] = field(default_factory=dict)
+    # A summary follows the last request record: the engine went idle after it, so
+    # ``summary`` covers every request above (the engine writes one at each idle point).
+    idle: bool = False
 
 
 _STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
 
 
 def read_log(path: str | Path, t0: float = 0.0) -> LogContents:
+    """Parse the complete lines of a log that the engine may still be appending to.
+
+    A fragment after the last newline is a record being written (the engine ticks on
+    while its caller reads) or a crash's torn line: it is left out, never parsed.
+    """
     out = LogContents()
     text = Path(path).read_text(encoding="utf-8") if Path(path).exists() else ""
-    for line in text.splitlines():
+    for line in text[: text.rfind("\n") + 1].splitlines():
         if not line.strip():
             continue
         row = json.loads(line)
@@ -76,6 +84,7 @@ def read_log(path: str | Path, t0: float = 0.0) -> LogContents:
             out.steps.append(StepRecord(**values))
             out.chosen_gamma.append(int(row.get("chosen_gamma", values["gamma"])))
         elif kind == "request":
+            out.idle = False
             out.requests[str(row["request_id"])] = {
                 k: int(row[k]) for k in ("drafted", "accepted", "preemptions")
             }
@@ -83,5 +92,6 @@ def read_log(path: str | Path, t0: float = 0.0) -> LogContents:
             row["time_s"] = row.get("mono", t0) - t0
             out.events.append(row)
         elif kind == "summary":
+            out.idle = True
             out.summary.update({k: float(v) for k, v in row.items()})
     return out

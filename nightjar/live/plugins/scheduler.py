@@ -41,7 +41,7 @@ from nightjar.live.plugins.message import attach, message_of
 from nightjar.live.plugins.optout import withhold_opted_out
 from nightjar.live.plugins.runs import RunStart, run_start_of
 from nightjar.live.plugins.startup import reports_startup_errors
-from nightjar.live.plugins.stepstats import StepStats
+from nightjar.live.plugins.stepstats import StepStats, emitted_tokens
 from nightjar.live.profiling.latency import Clamped, load_latency
 from nightjar.live.residency.coordinator import (
     Residency,
@@ -300,12 +300,25 @@ class NightjarSchedulerMixin:
             scheduler_output, model_runner_output, sched.num_sampled_tokens_per_step
         )
         if outcome is not None:
-            record, step_outcome, start, chosen = outcome
-            record.kv_used_blocks = (
+            # Before vLLM frees this step's finished requests, whose blocks it used.
+            outcome[0].kv_used_blocks = (
                 self.nj_pool_blocks
                 - self.nj_residency.ballast.held
                 - sched.kv_cache_manager.block_pool.get_num_free_blocks()
             )
+        message = message_of(scheduler_output)
+        if message.residency is not Action.NONE:
+            done = self.nj_residency.after_step()
+            if done is not None:
+                self.nj_state.residency_done(done, len(message.migration))
+        result = super().update_from_output(  # type: ignore[misc]
+            scheduler_output, model_runner_output
+        )
+        if outcome is not None:
+            record, step_outcome, start, chosen = outcome
+            # What vLLM emitted, after it cut each request at its budget or stop: a
+            # verify step that accepts past a request's last token samples more.
+            record.emitted = emitted_tokens(result)
             stats = self.nj_stats
             self.nj_log.step(
                 record,
@@ -316,15 +329,8 @@ class NightjarSchedulerMixin:
             )
             self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:
+                step_outcome.emitted = record.emitted
                 self.nj_driver.finish(step_outcome)
-        message = message_of(scheduler_output)
-        if message.residency is not Action.NONE:
-            done = self.nj_residency.after_step()
-            if done is not None:
-                self.nj_state.residency_done(done, len(message.migration))
-        result = super().update_from_output(  # type: ignore[misc]
-            scheduler_output, model_runner_output
-        )
         if not sched.running and not sched.waiting:
             # Going idle: the engine may not schedule again for a long time, so the
             # rate-limited snapshot must hold the last step now.

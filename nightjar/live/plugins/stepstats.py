@@ -65,7 +65,7 @@ class StepStats:
             k = len(spec_tokens.get(req_id, ()))
             i = index.get(req_id)
             gen = list(sampled[i]) if i is not None and i < len(sampled) else []
-            emitted += len(gen)
+            emitted += len(gen)  # sampled; the scheduler replaces it with what vLLM kept
             if n != 1 + k:
                 prefill += n
                 continue
@@ -120,3 +120,10 @@ class StepStats:
     def pop_request(self, req_id: str) -> tuple[int, int]:
         drafted, accepted = self._per_request.pop(req_id, [0, 0])
         return drafted, accepted
+
+
+def emitted_tokens(engine_outputs: Any) -> int:
+    """Tokens vLLM hands its clients in one step's outputs (``update_from_output``'s)."""
+    return sum(
+        len(o.new_token_ids) for eco in engine_outputs.values() for o in eco.outputs
+    )
