@@ -57,7 +57,7 @@ class StepStats:
         index = getattr(mro, "req_id_to_index", None) or {}
         sampled = getattr(mro, "sampled_token_ids", None) or []
         spec_tokens = out.scheduled_spec_decode_tokens
-        batch = prefill = drafted = accepted = emitted = 0
+        batch = prefill = drafted = accepted = 0
         req_ids: list[int] = []
         per_drafted: list[int] = []
         per_accepted: list[int] = []
@@ -65,7 +65,6 @@ class StepStats:
             k = len(spec_tokens.get(req_id, ()))
             i = index.get(req_id)
             gen = list(sampled[i]) if i is not None and i < len(sampled) else []
-            emitted += len(gen)  # sampled; the scheduler replaces it with what vLLM kept
             if n != 1 + k:
                 prefill += n
                 continue
@@ -90,7 +89,7 @@ class StepStats:
             prefill_tokens=prefill,
             drafted=drafted,
             accepted=accepted,
-            emitted=emitted,
+            emitted=0,  # filled in by the scheduler, from what vLLM kept
             kv_used_blocks=0,  # filled in by the scheduler, which sees the pool
             kv_total_blocks=p.ctx.kv_total_blocks,
             draft_state=p.state,
@@ -105,7 +104,7 @@ class StepStats:
                 step_time_s=step_time,
                 drafted=drafted,
                 accepted=accepted,
-                emitted=emitted,
+                emitted=0,  # likewise
                 clamped=clamped,
                 # The prompt chunks of a mixed step: their time is admission's, not
                 # the verified gamma's (policies learn decode cost from the rest).
