@@ -51,12 +51,14 @@ class Program:
     def walk(self, on: np.ndarray, off: np.ndarray) -> None:
         val, nxt = self.val, self._nxt
         cap = val.shape[0] - 1
-        for t in range(off.shape[0]):
-            nxt[1:] = val[:-1]
+        tmp = np.empty_like(val)
+        for on_t, off_t in zip(on, off.tolist(), strict=True):
+            # Every stretch grows by one step: nxt[l] = val[l - 1] + off_t.
+            np.add(val[:-1], off_t, out=nxt[1:])
             if val[cap] < val[cap - 1]:  # the capped stretch absorbs
-                nxt[cap] = val[cap]
-            nxt += off[t]
-            nxt[0] = float(np.min(val + on[t]))
+                nxt[cap] = val[cap] + off_t
+            np.add(val, on_t, out=tmp)
+            nxt[0] = tmp.min()
             val, nxt = nxt, val
         self.val, self._nxt = val, nxt
 
@@ -83,8 +85,10 @@ def program_costs(weight: np.ndarray, per_token: np.ndarray, tokens: np.ndarray,
     # The cheapest speculating choice after a gamma-0 stretch of l steps: its price
     # plus the rebuild, both per token of that gamma.
     inv = 1.0 / tokens[:, 1:]
-    on = (cost[:, None, 1:]
-          + (weight[:, None] * rebuild)[:, :, None] * inv[:, None, :]).min(axis=2)
+    scaled = weight[:, None] * rebuild
+    on = cost[:, 1:2] + scaled * inv[:, 0:1]
+    for g in range(1, inv.shape[1]):
+        np.minimum(on, cost[:, g + 1 : g + 2] + scaled * inv[:, g : g + 1], out=on)
     return on, cost[:, 0]
 
 

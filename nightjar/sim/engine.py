@@ -160,7 +160,7 @@ class Engine:
             skip=self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SKIP,
             positional_decay=config.positional_decay,
             positional=not self._geometric,
-            num_requests=len(self._prompt),
+            alpha=ledger.alpha,
         )
 
     # -- the simpy process -------------------------------------------------------
@@ -444,7 +444,7 @@ class Engine:
         if n:
             led = self.ledger
             self.yardstick.step(
-                rids=rids, alpha=led.alpha[rids], remaining=remaining,
+                rids=rids, remaining=remaining,
                 speculates=~led.no_spec[rids] if led.no_spec is not None else None,
                 gammas=gam,
                 mean_ctx=mean_ctx, prefill_tokens=prefill, draft_loaded=resident,
@@ -520,8 +520,7 @@ class Engine:
         """Advance the prefilling requests; a finished prefill emits the first token."""
         state, first = self.batch.state, self.ledger.first_token_s
         self.yardstick.prefilled(
-            state[RID, start : start + len(chunks)].copy(), np.asarray(chunks, dtype=np.int64),
-            decode_step=decode_step,
+            state[RID, start : start + len(chunks)].tolist(), chunks, decode_step=decode_step
         )
         lagging = not self._draft_prefilled
         if lagging:

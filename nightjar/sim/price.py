@@ -127,17 +127,26 @@ class StepPricer:
             base = n + drafted
             if n and self._has_mixed:
                 off_grid = off_grid or profile.mixed_off_grid(base)
-                prefill_s = profile.mixed_added_s(base, p)
-            else:
-                prefill_s = self._added(self._target, profile.prefill_time_s, base, p)
             k = g_max if prompt_gamma is None else prompt_gamma
-            if draft_loaded and (k > 0 or sync):
-                prefill_s += self._added(self._draft, profile.draft_prefill_time_s, base, p)
-                draft_prefilled = True
-                if not n and k > 1 and prompts_done:
-                    prefill_s += _further_drafts_s(profile, prompts_done, k, p / prompts_done)
+            draft_prefilled = draft_loaded and (k > 0 or sync)
+            prefill_s = self.prompt_s(n, base, p, draft_prefilled)[1]
+            if draft_prefilled and not n and k > 1 and prompts_done:
+                prefill_s += _further_drafts_s(profile, prompts_done, k, p / prompts_done)
         total = decode_s + prefill_s + switch_s
         return total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid
+
+    def prompt_s(self, n: int, base: int, p: int, draft_runs: bool) -> tuple[float, float]:
+        """``p`` prompt tokens in a forward of ``base`` other tokens (``n`` of them
+        decoding): the target's seconds, and those with the draft's prefill when it
+        runs over them (in a prefill-only step, before its further passes)."""
+        profile = self.profile
+        if n and self._has_mixed:
+            target = profile.mixed_added_s(base, p)
+        else:
+            target = self._added(self._target, profile.prefill_time_s, base, p)
+        if not draft_runs:
+            return target, target
+        return target, target + self._added(self._draft, profile.draft_prefill_time_s, base, p)
 
 
 def _further_drafts_s(profile: Profile, batch: int, k: int, ctx: float) -> float:

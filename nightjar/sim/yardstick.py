@@ -51,6 +51,7 @@ import numpy as np
 from nightjar.profile.model import Profile
 from nightjar.sim import bound
 from nightjar.sim.bound import MAX_STRETCH, Program, per_token_prices, program_costs
+from nightjar.sim.chunk import Chunk
 from nightjar.sim.price import StepPricer
 
 # The other gammas' prices of a step are looked up at its mean context rounded to this
@@ -68,47 +69,6 @@ def rebuild_rate_s(profile: Profile) -> float:
     return min(profile.draft_prefill_time_s(int(t)) / t for t in profile.prefill_grid if t > 0)
 
 
-class _Chunk:
-    """Raw facts of up to ``bound.CHUNK`` decode steps: per step, and per request of each step
-    (flat, ``offsets[i]:offsets[i + 1]`` for step i). Reused from chunk to chunk."""
-
-    def __init__(self, gammas: int) -> None:
-        self.n = 0
-        self.batch = np.empty(bound.CHUNK)
-        self.fixed = np.empty(bound.CHUNK)
-        self.top = np.empty(bound.CHUNK, dtype=np.int64)
-        self.prices = np.empty((bound.CHUNK, gammas))
-        self.offsets = np.zeros(bound.CHUNK + 1, dtype=np.int64)
-        size = bound.CHUNK * 16
-        self.alpha = np.empty(size)
-        self.remaining = np.empty(size, dtype=np.int64)
-        self.speculates = np.empty(size, dtype=np.bool_)
-        self.gamma = np.empty(size, dtype=np.int64)
-        self.age = np.empty(size, dtype=np.int64)
-        self.key = np.empty(size)
-        self.prompt = np.empty(size)
-
-    def _grow(self, size: int) -> None:
-        used = int(self.offsets[self.n])
-
-        def grown(old: np.ndarray) -> np.ndarray:
-            new = np.empty(size, dtype=old.dtype)
-            new[:used] = old[:used]
-            return new
-
-        self.alpha, self.remaining = grown(self.alpha), grown(self.remaining)
-        self.speculates, self.gamma = grown(self.speculates), grown(self.gamma)
-        self.age, self.key, self.prompt = grown(self.age), grown(self.key), grown(self.prompt)
-
-    def room(self, n: int) -> slice:
-        """The flat slice of the next step's ``n`` requests (grown if needed)."""
-        lo = int(self.offsets[self.n])
-        if lo + n > self.alpha.shape[0]:
-            self._grow(max(2 * self.alpha.shape[0], lo + n))
-        self.offsets[self.n + 1] = lo + n
-        return slice(lo, lo + n)
-
-
 class Recorder:
     """Collects the trajectory during a simulation (one call per decode step) and
     walks the bound's program over it chunk by chunk.
@@ -119,7 +79,7 @@ class Recorder:
     """
 
     def __init__(self, profile: Profile, gamma_max: int, skip: bool, positional_decay: float,
-                 positional: bool, num_requests: int) -> None:
+                 positional: bool, alpha: np.ndarray) -> None:
         self.profile = profile
         self.gamma_max = gamma_max
         self.skip = skip
@@ -128,34 +88,48 @@ class Recorder:
         j = np.arange(gamma_max + 1)
         self._g_all = j
         self._decay_powers = self.decay ** (j * (j - 1) / 2.0)
+        # Each request's chance of emitting its j-th draft, sum_{k < j} ... =
+        # a^j decay^(j (j - 1) / 2), computed once: its acceptance rate never changes.
+        reach = np.clip(alpha, 0.0, 0.999)[None, :] ** j[:, None]
+        if self.decay != 1.0:
+            reach *= self._decay_powers[:, None]
+        self._reach = reach
+        num_requests = int(alpha.shape[0])
         self.t = 0  # decode steps so far
         self.start = np.zeros(num_requests, dtype=np.int64)  # first decode step of the stay
         self.prompt_at = np.full(num_requests, -1.0)  # half-step key of the prefill
         self.prompt_tokens = np.zeros(num_requests, dtype=np.float64)
-        self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        # Per step shape: (price less the prompt work, the prompt work) per gamma.
+        self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, list[float]]] = {}
+        self._decode: dict[tuple[int, int, int, bool], np.ndarray] = {}
         self._pricer = StepPricer(profile)  # the engine's prices, bit for bit, memoised
-        self._chunk = _Chunk(gamma_max + 1)
+        self._chunk = Chunk()
         self._program = Program()
         self._own_s = 0.0  # sum over steps of B_t * step_s
         self._tokens = 0.0  # expected tokens of the run's own choices
         self._off_only = 0.0  # the whole (unscaled) cost when gamma_max is 0
         self._excess = np.zeros((len(EXCESS_WINDOWS), 2))  # weighted excess, weight
 
-    def prefilled(self, rids: np.ndarray, tokens: np.ndarray, decode_step: bool) -> None:
+    def prefilled(self, rids: list[int], tokens: list[int], decode_step: bool) -> None:
         """Prompt chunks of ``rids`` ran this step (a decode step, or a prefill-only
         one); the first chunk of a stay sets its key (a subset of the lag: lower)."""
+        if not self.skip:
+            return  # nothing to rebuild: the program never reads them
         key = float(self.t) if decode_step else self.t - 0.5
-        fresh = self.prompt_at[rids] < 0
-        self.prompt_at[rids[fresh]] = key
-        # Only the stay's first chunk: a later one may run with the draft.
-        self.prompt_tokens[rids[fresh]] = tokens[fresh]
-        self.start[rids] = self.t + (1 if decode_step else 0)
+        begins = self.t + (1 if decode_step else 0)
+        prompt_at, prompt_tokens, start = self.prompt_at, self.prompt_tokens, self.start
+        for rid, chunk in zip(rids, tokens, strict=True):
+            if prompt_at[rid] < 0:
+                prompt_at[rid] = key
+                # Only the stay's first chunk: a later one may run with the draft.
+                prompt_tokens[rid] = chunk
+            start[rid] = begins
 
     def left(self, rids: np.ndarray | int) -> None:
         """Requests that finished or were preempted: a later stay starts afresh."""
         self.prompt_at[rids] = -1.0
 
-    def step(self, *, rids: np.ndarray, alpha: np.ndarray, remaining: np.ndarray,
+    def step(self, *, rids: np.ndarray, remaining: np.ndarray,
              speculates: np.ndarray | None, gammas: np.ndarray | int, mean_ctx: float,
              prefill_tokens: int, draft_loaded: bool, sync: bool, overhead_s: float,
              step_s: float, switch_s: float) -> None:
@@ -174,29 +148,29 @@ class Recorder:
         if cached is None:
             cached = self._price(key, n, n_spec, prefill_tokens, draft_loaded, sync)
             self._prices[key] = cached
-        total, prompt = cached
-        fixed = float(prompt[top])
+        diff, prompt = cached
+        fixed = prompt[top]
         c = self._chunk
-        i = c.n
-        row = c.prices[i]
-        np.subtract(total, prompt, out=row)
-        row += overhead_s
-        if uniform:
-            # The gamma that ran is priced as it ran (the cache's context is rounded):
-            # the run's own schedule then costs the program what it cost the engine.
-            row[top] = step_s - switch_s - fixed
-        c.batch[i] = n
-        c.fixed[i] = fixed
-        c.top[i] = top
-        flat = c.room(n)
-        c.alpha[flat] = alpha
-        c.remaining[flat] = remaining
-        c.speculates[flat] = True if speculates is None else speculates
-        c.gamma[flat] = gammas
+        c.batch.append(n)
+        c.top.append(top)
+        c.fixed.append(fixed)
+        c.diff.append(diff)
+        c.overhead.append(overhead_s)
+        # The gamma that ran is priced as it ran (the cache's context is rounded): the
+        # run's own schedule then costs the program what it cost the engine.
+        c.own.append(step_s - switch_s - fixed if uniform else math.nan)
+        c.rid.append(rids)
+        c.remaining.append(remaining)
+        c.gamma.append(gammas)
+        c.speculates.append(speculates)
+        if speculates is not None:
+            c.restricted = True
+        if not uniform or top != self.gamma_max:
+            c.varied = True
         if self.skip:
-            c.age[flat] = self.t - self.start[rids]
-            c.key[flat] = self.prompt_at[rids]
-            c.prompt[flat] = self.prompt_tokens[rids]
+            c.age.append(self.t - self.start[rids])
+            c.key.append(self.prompt_at[rids])
+            c.prompt.append(self.prompt_tokens[rids])
         self._own_s += n * step_s
         c.n += 1
         self.t += 1
@@ -205,10 +179,34 @@ class Recorder:
 
     def _price(self, key: tuple[int, int, int, int, bool], n: int, n_spec: int,
                prefill_tokens: int, draft_loaded: bool, sync: bool
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Per gamma: the step's whole price, and the target's part of its prompt work."""
+               ) -> tuple[np.ndarray, list[float]]:
+        """Per gamma: the step's whole price less the target's part of its prompt work,
+        and that part.
+
+        The step's decode part (per batch, context and residency) and its prompt part
+        (per batch and prompt tokens) are priced apart, the first memoised: what
+        ``StepPricer.price`` adds up, in its order, so the sum is its total bit for bit."""
+        dkey = (key[0], key[1], key[2], draft_loaded)
+        decode = self._decode.get(dkey)
+        if decode is None:
+            decode = self._decode[dkey] = self._decode_prices(key, n, n_spec, draft_loaded, sync)
+        if not prefill_tokens:
+            return decode, [0.0] * (self.gamma_max + 1)
         total = np.empty(self.gamma_max + 1)
-        prompt = np.zeros(self.gamma_max + 1)
+        prompt = np.empty(self.gamma_max + 1)
+        prompt_s = self._pricer.prompt_s
+        for g in range(self.gamma_max + 1):
+            k = g if n_spec else 0
+            # Gamma 0 as the run had it; speculating needs the draft.
+            draft_runs = (draft_loaded if g == 0 else True) and (k > 0 or sync)
+            prompt[g], full = prompt_s(n, n + g * n_spec, prefill_tokens, draft_runs)
+            total[g] = decode[g] + full
+        return np.subtract(total, prompt), prompt.tolist()
+
+    def _decode_prices(self, key: tuple[int, int, int, int, bool], n: int, n_spec: int,
+                       draft_loaded: bool, sync: bool) -> np.ndarray:
+        """Per gamma: the step's price without prompt work, at the cache's context."""
+        out = np.empty(self.gamma_max + 1)
         ctx = (key[2] + 0.5) * PRICE_CONTEXT_QUANTUM
         price = self._pricer.price
         for g in range(self.gamma_max + 1):
@@ -216,48 +214,56 @@ class Recorder:
             # the draft.
             loaded = draft_loaded if g == 0 else True
             g_max = g if n_spec else 0
-            total[g] = price(n, g_max, g * n_spec, ctx, prefill_tokens, loaded, sync)[0]
-            if prefill_tokens:
-                prompt[g] = price(n, g_max, g * n_spec, ctx, prefill_tokens, False, False)[2]
-        return total, prompt
+            out[g] = price(n, g_max, g * n_spec, ctx, 0, loaded, sync)[0]
+        return out
 
-    def _tokens_of(self, m: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _tokens_of(self, c: Chunk, offsets: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per step of the chunk: expected emitted tokens per gamma, those of the gamma
         each request ran, and each request's step index."""
-        c = self._chunk
-        g_all = self._g_all
-        # sum_{j <= min(g, rem - 1)} prod_{k < j} a decay^k = a^j decay^(j (j - 1) / 2).
-        a = np.clip(c.alpha[:size], 0.0, 0.999)
-        reach = a[:, None] ** g_all[None, :]
-        if self.decay != 1.0:
-            reach *= self._decay_powers[None, :]
-        cap = np.where(c.speculates[:size], c.remaining[:size] - 1, 0)
-        reach *= g_all[None, :] <= cap[:, None]
-        starts = c.offsets[:m]
-        tokens = np.cumsum(np.add.reduceat(reach, starts, axis=0), axis=1)
-        per = np.cumsum(reach, axis=1)
-        ran = per[np.arange(size), np.minimum(c.gamma[:size], self.gamma_max)]
+        m, g_max = c.n, self.gamma_max
+        starts = offsets[:m]
+        reach = np.take(self._reach, np.concatenate(c.rid), axis=1)
+        # A request emits at most what it has left, and drafts nothing where it may not
+        # speculate: its reach beyond that is 0 (a few requests a step).
+        cap = np.concatenate(c.remaining) - 1
+        if c.restricted:
+            cap[~c.speculating()] = 0
+        short = np.flatnonzero(cap < g_max)
+        reach[:, short] *= self._g_all[:, None] <= cap[short][None, :]
+        # sum_{j <= g} reach_j: per step (of the sums over its requests), and per request.
+        tokens = np.cumsum(np.add.reduceat(reach, starts, axis=1), axis=0).T
+        # Row by row: cumsum along this short axis is ~4x slower, same sums.
+        if c.varied:
+            per = reach.copy()
+            for g in range(1, g_max + 1):
+                per[g] += per[g - 1]
+            ran = per[np.minimum(c.gammas(), g_max), np.arange(per.shape[1])]
+        else:
+            ran = reach[0].copy()
+            for g in range(1, g_max + 1):
+                ran += reach[g]
         played = np.add.reduceat(ran, starts)
-        step_of = np.repeat(np.arange(m), np.diff(c.offsets[: m + 1]))
+        step_of = np.repeat(np.arange(m), np.diff(offsets))
         return tokens, played, step_of
 
-    def _rebuild(self, m: int, size: int, step_of: np.ndarray) -> np.ndarray:
+    def _rebuild(self, c: Chunk, step_of: np.ndarray) -> np.ndarray:
         """Per step of the chunk: seconds to rebuild the draft after a gamma-0 stretch
         of 0..MAX_STRETCH steps: one token per request per stretch step it decoded,
         and the prompts prefilled since the stretch began."""
-        c = self._chunk
-        cap = MAX_STRETCH
-        ages = np.minimum(np.maximum(c.age[:size], 0), cap)
+        m, cap = c.n, MAX_STRETCH
+        ages = np.minimum(np.maximum(np.concatenate(c.age), 0), cap)
         # ge[i, k] = requests of step i that decoded in at least k of the stretch's steps.
         counts = np.bincount(step_of * (cap + 1) + ages, minlength=m * (cap + 1))
         ge = np.cumsum(counts.reshape(m, cap + 1)[:, ::-1], axis=1)[:, ::-1]
         decoded = np.zeros((m, cap + 1))
         decoded[:, 1:] = np.cumsum(ge[:, 1:], axis=1)
-        keys = c.key[:size]
+        keys = np.concatenate(c.key)
         has = keys >= 0
         t_of = (self.t - m + step_of[has]).astype(np.float64)
         lmin = np.minimum(np.floor(t_of - keys[has]).astype(np.int64), cap + 1)
-        prompt = np.bincount(step_of[has] * (cap + 2) + lmin, weights=c.prompt[:size][has],
+        weights = np.concatenate(c.prompt)[has]
+        prompt = np.bincount(step_of[has] * (cap + 2) + lmin, weights=weights,
                              minlength=m * (cap + 2)).reshape(m, cap + 2)[:, : cap + 1]
         out: np.ndarray = self.rate * (decoded + np.cumsum(prompt, axis=1))
         return out
@@ -267,18 +273,19 @@ class Recorder:
         m = c.n
         if not m:
             return
-        size = int(c.offsets[m])
-        tokens, played, step_of = self._tokens_of(m, size)
-        prices, fixed, batch = c.prices[:m], c.fixed[:m], c.batch[:m]
-        per_token, weight = per_token_prices(batch, played, prices, tokens, fixed)
+        self._chunk = Chunk()
+        tokens, played, step_of = self._tokens_of(c, c.offsets())
+        fixed, batch = np.asarray(c.fixed), np.asarray(c.batch, dtype=np.float64)
+        per_token, weight = per_token_prices(batch, played, c.prices(), tokens, fixed)
         self._tokens += float(played.sum())
         if self.gamma_max == 0:
             self._off_only += float((weight * per_token[:, 0]).sum())
         else:
-            rebuild = self._rebuild(m, size, step_of) if self.skip else None
+            rebuild = self._rebuild(c, step_of) if self.skip else None
             self._program.walk(*program_costs(weight, per_token, tokens, rebuild))
         # The excess of each step's chosen gamma over its cheapest (rebuilds aside).
-        chosen = per_token[np.arange(m), np.minimum(c.top[:m], self.gamma_max)]
+        top = np.minimum(np.asarray(c.top), self.gamma_max)
+        chosen = per_token[np.arange(m), top]
         excess = chosen / per_token.min(axis=1) - 1.0
         first = self.t - m
         for k, (lo, hi) in enumerate(EXCESS_WINDOWS):
@@ -287,7 +294,6 @@ class Recorder:
             if a < b:
                 self._excess[k, 0] += float(np.dot(weight[a:b], excess[a:b]))
                 self._excess[k, 1] += float(weight[a:b].sum())
-        c.n = 0
 
     def summary(self) -> dict[str, float]:
         """``expected_ptl_s`` (the run's own schedule) and ``bound_ptl_s``, and per
