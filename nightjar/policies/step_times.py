@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from operator import mul
 from typing import Protocol
 
 from nightjar.core.estimators import bucket_of, context_bucket_of
@@ -242,7 +243,7 @@ class _Cell:
         n = self.gammas[gamma]
         if n <= 0.0:
             return 1.0
-        pred = sum(w * v for w, v in zip(theta, self.sum_x[gamma], strict=True))
+        pred = sum(map(mul, theta, self.sum_x[gamma]))  # the dot product, summed in order
         if pred <= 0.0:
             return 1.0
         return 1.0 + n / (n + RESIDUAL_PRIOR) * (self.sum_y[gamma] / pred - 1.0)
@@ -320,14 +321,13 @@ class StepModel:
         key = bucket_key(batch_size, context_len, self.by_context)
         cell = self._cells.get(key)
         theta = self._cell_theta(key, cell)
-        feats = self.basis.features
+        feats, floor = self.basis.features, self._floor
         out = []
         for g in range(self.arms):
-            x = feats(batch_size, g, context_len, 0)
-            t = sum(w * v for w, v in zip(theta, x, strict=True))
+            t = sum(map(mul, theta, feats(batch_size, g, context_len, 0)))
             if cell is not None:
                 t *= cell.residual(g, theta)
-            out.append(max(t, self._floor))
+            out.append(floor if floor > t else t)  # max(t, floor), without the call
         return out
 
     @property

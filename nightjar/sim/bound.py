@@ -52,13 +52,14 @@ class Program:
         val, nxt = self.val, self._nxt
         cap = val.shape[0] - 1
         tmp = np.empty_like(val)
+        least = np.minimum.reduce  # ndarray.min, without its Python-level wrapper
         for on_t, off_t in zip(on, off.tolist(), strict=True):
             # Every stretch grows by one step: nxt[l] = val[l - 1] + off_t.
             np.add(val[:-1], off_t, out=nxt[1:])
             if val[cap] < val[cap - 1]:  # the capped stretch absorbs
                 nxt[cap] = val[cap] + off_t
             np.add(val, on_t, out=tmp)
-            nxt[0] = tmp.min()
+            nxt[0] = least(tmp)
             val, nxt = nxt, val
         self.val, self._nxt = val, nxt
 

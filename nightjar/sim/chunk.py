@@ -21,7 +21,7 @@ class Chunk:
     ran, or NaN where the requests ran different lengths). Per request of each step:
     ``rid``, ``remaining`` (tokens it had left), ``gamma`` (an int for the whole step,
     or one per request), ``speculates`` (None: every request may), and in skip mode
-    ``age``, ``key``, ``prompt`` (see :class:`nightjar.sim.yardstick.Recorder`)."""
+    ``start``, ``key``, ``prompt`` (see :class:`nightjar.sim.yardstick.Recorder`)."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -37,7 +37,7 @@ class Chunk:
         self.remaining: list[np.ndarray] = []
         self.gamma: list[np.ndarray | int] = []
         self.speculates: list[np.ndarray | None] = []
-        self.age: list[np.ndarray] = []
+        self.start: list[np.ndarray] = []
         self.key: list[np.ndarray] = []
         self.prompt: list[np.ndarray] = []
 

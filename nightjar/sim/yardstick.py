@@ -102,6 +102,7 @@ class Recorder:
         # Per step shape: (price less the prompt work, the prompt work) per gamma.
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, list[float]]] = {}
         self._decode: dict[tuple[int, int, int, bool], np.ndarray] = {}
+        self._prompt_s: dict[tuple[int, int, bool], tuple[float, float]] = {}
         self._pricer = StepPricer(profile)  # the engine's prices, bit for bit, memoised
         self._chunk = Chunk()
         self._program = Program()
@@ -135,7 +136,7 @@ class Recorder:
              step_s: float, switch_s: float) -> None:
         """One decode step: ``speculates`` None where every request may speculate,
         ``gammas`` an int where every request ran the same length."""
-        n = int(rids.shape[0])
+        n = len(rids)
         n_spec = n if speculates is None else int(speculates.sum())
         if isinstance(gammas, int):
             top, uniform = gammas, True
@@ -168,7 +169,7 @@ class Recorder:
         if not uniform or top != self.gamma_max:
             c.varied = True
         if self.skip:
-            c.age.append(self.t - self.start[rids])
+            c.start.append(self.start[rids])
             c.key.append(self.prompt_at[rids])
             c.prompt.append(self.prompt_tokens[rids])
         self._own_s += n * step_s
@@ -194,12 +195,17 @@ class Recorder:
             return decode, [0.0] * (self.gamma_max + 1)
         total = np.empty(self.gamma_max + 1)
         prompt = np.empty(self.gamma_max + 1)
-        prompt_s = self._pricer.prompt_s
+        memo = self._prompt_s
         for g in range(self.gamma_max + 1):
             k = g if n_spec else 0
             # Gamma 0 as the run had it; speculating needs the draft.
             draft_runs = (draft_loaded if g == 0 else True) and (k > 0 or sync)
-            prompt[g], full = prompt_s(n, n + g * n_spec, prefill_tokens, draft_runs)
+            base = n + g * n_spec
+            parts = memo.get((base, prefill_tokens, draft_runs))
+            if parts is None:  # n > 0 here: the prompt work depends on nothing else
+                parts = self._pricer.prompt_s(n, base, prefill_tokens, draft_runs)
+                memo[(base, prefill_tokens, draft_runs)] = parts
+            prompt[g], full = parts
             total[g] = decode[g] + full
         return np.subtract(total, prompt), prompt.tolist()
 
@@ -252,7 +258,8 @@ class Recorder:
         of 0..MAX_STRETCH steps: one token per request per stretch step it decoded,
         and the prompts prefilled since the stretch began."""
         m, cap = c.n, MAX_STRETCH
-        ages = np.minimum(np.maximum(np.concatenate(c.age), 0), cap)
+        first = self.t - m
+        ages = np.minimum(np.maximum(first + step_of - np.concatenate(c.start), 0), cap)
         # ge[i, k] = requests of step i that decoded in at least k of the stretch's steps.
         counts = np.bincount(step_of * (cap + 1) + ages, minlength=m * (cap + 1))
         ge = np.cumsum(counts.reshape(m, cap + 1)[:, ::-1], axis=1)[:, ::-1]
@@ -260,7 +267,7 @@ class Recorder:
         decoded[:, 1:] = np.cumsum(ge[:, 1:], axis=1)
         keys = np.concatenate(c.key)
         has = keys >= 0
-        t_of = (self.t - m + step_of[has]).astype(np.float64)
+        t_of = (first + step_of[has]).astype(np.float64)
         lmin = np.minimum(np.floor(t_of - keys[has]).astype(np.int64), cap + 1)
         weights = np.concatenate(c.prompt)[has]
         prompt = np.bincount(step_of[has] * (cap + 2) + lmin, weights=weights,
