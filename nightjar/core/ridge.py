@@ -57,15 +57,18 @@ class ForgettingRidge:
             m[i][i] += precision[i]
             v[i] += precision[i] * mean[i]
         for i in range(k):
-            piv = m[i][i]
             row_i = m[i]
-            for r in range(i + 1, k):
+            piv = row_i[i]
+            v_i = v[i]
+            cols = range(i + 1, k)
+            for r in cols:
                 row_r = m[r]
                 f = row_r[i] / piv
                 if f:
-                    for c in range(i, k):
+                    # Column i below the pivot is never read again: not updated.
+                    for c in cols:
                         row_r[c] -= f * row_i[c]
-                    v[r] -= f * v[i]
+                    v[r] -= f * v_i
         out = [0.0] * k
         for i in range(k - 1, -1, -1):
             s = v[i]
