@@ -238,3 +238,27 @@ def test_the_simulator_asks_at_a_prompt_only_step_and_the_first_token_waits_for_
     steps = simulate(trace, plain, "fixed:3", cfg).steps
     assert steps[0].batch_size == 0 and steps[0].gamma == 3
     assert steps[1].switch_cost_s == 0.0
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_a_steps_price_is_its_decode_plus_its_prompt_work_bit_for_bit(
+    profile: Profile, mixed: bool
+) -> None:
+    # The bound's recorder prices a step's decode and its prompt work apart and adds
+    # them (nightjar.sim.yardstick): that sum must be the engine's price exactly.
+    from nightjar.sim.price import StepPricer
+
+    pricer = StepPricer(profile if mixed else load_profile(DEFAULT_PROFILE))
+    for n, g, ctx, p, loaded, sync in [
+        (1, 0, 100.0, 37, True, True), (8, 3, 900.0, 512, True, False),
+        (32, 2, 333.0, 4000, False, False), (200, 4, 2500.0, 61, True, True),
+        (5, 0, 64.0, 1, False, True),
+    ]:
+        drafted = g * n
+        whole = pricer.price(n, g, drafted, ctx, p, loaded, sync)
+        decode = pricer.price(n, g, drafted, ctx, 0, loaded, sync)[0]
+        runs = loaded and (g > 0 or sync)
+        target, full = pricer.prompt_s(n, n + drafted, p, runs)
+        assert whole[0] == decode + full
+        assert whole[2] == full and whole[4] == runs
+        assert pricer.price(n, g, drafted, ctx, p, False, False)[2] == target
