@@ -108,3 +108,19 @@ def test_a_lookup_drafter_makes_toggling_speculation_a_free_exploration() -> Non
         trace = run_loop(pol, LAT, lambda t: 32, lambda t, b: [0.5] * b, 4000)
         toggles[drafter] = trace.toggles()
     assert toggles["ngram"] > 2 * toggles["draft_model"]
+
+
+def test_steps_where_no_request_drafted_say_nothing_about_acceptance() -> None:
+    # An n-gram drafter that finds no match proposes nothing: K > 0 ran, 0 drafted, 0
+    # accepted. Counted as all rejected, four such steps once switched it off for good
+    # inside vLLM; they must leave the estimate where it was, while a step where every
+    # request drafted and none was accepted still lowers it.
+    from nightjar.core.types import StepOutcome
+
+    pol = make_policy("nightjar+", PolicyEnv(gamma_max=4, seed=0, drafter="ngram"))
+    before = list(pol._acc.taus)  # type: ignore[attr-defined]
+    for _ in range(4):
+        pol.observe(StepOutcome(3, 6, 0.01, drafted=0, accepted=0, emitted=6))
+    assert pol._acc.taus == before  # type: ignore[attr-defined]
+    pol.observe(StepOutcome(3, 6, 0.01, drafted=18, accepted=0, emitted=6))
+    assert pol._acc.taus[3] < before[3]  # type: ignore[attr-defined]

@@ -137,7 +137,7 @@ class EffectiveAcceptance:
         """The batch's mean acceptance rate (the g = 1 estimate, else the nearest)."""
         return self._a[self._source(1)] if len(self._a) > 1 else self._a[0]
 
-    def update(self, gamma: int, accepted: int, batch_size: int) -> None:
+    def update(self, gamma: int, accepted: int, batch_size: float) -> None:
         if not 0 < gamma < len(self._a):
             return
         ev = min(1.0, batch_size / self._evidence)

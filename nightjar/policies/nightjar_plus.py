@@ -259,8 +259,12 @@ class NightjarPlusPolicy:
         if outcome.clamped or g >= self.arms or b <= 0 or outcome.emitted <= 0:
             self._lagged.forget()
             return
-        if g > 0:
-            self._acc.update(g, outcome.accepted, b)
+        if g > 0 and outcome.drafted > 0:
+            # Acceptance per request that drafted: a lookup drafter (n-gram) that found
+            # no match proposes nothing, and a step where no request drafted says
+            # nothing about acceptance (counting it as all rejected once switched an
+            # n-gram drafter off for good after four unmatched steps).
+            self._acc.update(g, outcome.accepted, outcome.drafted / g)
         step_s = outcome.step_time_s - outcome.switch_cost_s
         sample = self._lagged.sample(
             g, outcome.drafting_gamma, b, step_s, outcome.prefill_tokens,

@@ -243,7 +243,7 @@ class _Cell:
         n = self.gammas[gamma]
         if n <= 0.0:
             return 1.0
-        pred = sum(map(mul, theta, self.sum_x[gamma]))  # the dot product, summed in order
+        pred: float = sum(map(mul, theta, self.sum_x[gamma]))  # the dot product, in order
         if pred <= 0.0:
             return 1.0
         return 1.0 + n / (n + RESIDUAL_PRIOR) * (self.sum_y[gamma] / pred - 1.0)
@@ -324,7 +324,7 @@ class StepModel:
         feats, floor = self.basis.features, self._floor
         out = []
         for g in range(self.arms):
-            t = sum(map(mul, theta, feats(batch_size, g, context_len, 0)))
+            t: float = sum(map(mul, theta, feats(batch_size, g, context_len, 0)))
             if cell is not None:
                 t *= cell.residual(g, theta)
             out.append(floor if floor > t else t)  # max(t, floor), without the call
