@@ -88,8 +88,8 @@ class Recorder:
         j = np.arange(gamma_max + 1)
         self._g_all = j
         self._decay_powers = self.decay ** (j * (j - 1) / 2.0)
-        # Each request's chance of emitting its j-th draft, sum_{k < j} ... =
-        # a^j decay^(j (j - 1) / 2), computed once: its acceptance rate never changes.
+        # Each request's reach: the chance that its j-th draft is emitted,
+        # a^j decay^(j (j - 1) / 2), computed once (its acceptance rate never changes).
         reach = np.clip(alpha, 0.0, 0.999)[None, :] ** j[:, None]
         if self.decay != 1.0:
             reach *= self._decay_powers[:, None]
@@ -102,7 +102,6 @@ class Recorder:
         # Per step shape: (price less the prompt work, the prompt work) per gamma.
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, list[float]]] = {}
         self._decode: dict[tuple[int, int, int, bool], np.ndarray] = {}
-        self._prompt_s: dict[tuple[int, int, bool], tuple[float, float]] = {}
         self._pricer = StepPricer(profile)  # the engine's prices, bit for bit, memoised
         self._chunk = Chunk()
         self._program = Program()
@@ -195,17 +194,12 @@ class Recorder:
             return decode, [0.0] * (self.gamma_max + 1)
         total = np.empty(self.gamma_max + 1)
         prompt = np.empty(self.gamma_max + 1)
-        memo = self._prompt_s
+        prompt_s = self._pricer.prompt_s
         for g in range(self.gamma_max + 1):
             k = g if n_spec else 0
             # Gamma 0 as the run had it; speculating needs the draft.
             draft_runs = (draft_loaded if g == 0 else True) and (k > 0 or sync)
-            base = n + g * n_spec
-            parts = memo.get((base, prefill_tokens, draft_runs))
-            if parts is None:  # n > 0 here: the prompt work depends on nothing else
-                parts = self._pricer.prompt_s(n, base, prefill_tokens, draft_runs)
-                memo[(base, prefill_tokens, draft_runs)] = parts
-            prompt[g], full = parts
+            prompt[g], full = prompt_s(n, n + g * n_spec, prefill_tokens, draft_runs)
             total[g] = decode[g] + full
         return np.subtract(total, prompt), prompt.tolist()
 
