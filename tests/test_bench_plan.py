@@ -126,6 +126,10 @@ def test_default_binding_gives_the_engine_every_core(monkeypatch: pytest.MonkeyP
     (["--max-foreign", "150"], "--max-foreign must be a percentage"),
     (["--cores", "0-x"], "core list must look like"),
     (["--policy", "nospec", "--noise-policy", "fixed:3"], "is not one of"),
+    # The runs are validated against the profile: a gamma it has no price for is
+    # refused before the hour of measurement, not after it.
+    (["--profile", "a100-80gb/vicuna-13b+vicuna-68m", "--gamma-max", "9"],
+     "--gamma-max 9 exceeds the --profile's"),
 ])
 def test_bench_input_errors_are_one_line(
     extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]

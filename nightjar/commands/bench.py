@@ -54,8 +54,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--retries", type=int, default=2,
                    help="times a disturbed run is run again before it is kept, marked loaded")
     p.add_argument("--no-warmup", action="store_true", help="skip each engine's warm-up run")
-    p.add_argument("--gamma-max", type=int, default=LIVE_GAMMA_MAX,
-                   help="longest speculation a policy may choose")
+    p.add_argument("--gamma-max", type=int, default=None,
+                   help=f"longest speculation a policy may choose (default {LIVE_GAMMA_MAX}, "
+                   "or the --profile's largest gamma where that is smaller)")
     p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
                    help="at gamma 0, keep the draft's KV in sync or skip the draft")
     p.add_argument("--profile", default=None,
@@ -110,8 +111,23 @@ def _check(args: argparse.Namespace) -> None:
         raise NightjarInputError(f"--retries must be >= 0, got {args.retries}")
     if not 0 <= args.max_foreign <= 100:
         raise NightjarInputError(f"--max-foreign must be a percentage, got {args.max_foreign}")
-    if args.gamma_max < 1:
+    if args.gamma_max is not None and args.gamma_max < 1:
         raise NightjarInputError("--gamma-max must be >= 1 for a benchmark of speculation")
+
+
+def _gamma_max(args: argparse.Namespace, profile: str | None) -> int:
+    """The runs' longest speculation, held to what the profile prices: the runs are
+    validated against it, and a gamma it cannot price would fail there, an hour of
+    measurement later."""
+    from nightjar.commands.live import within_prior
+
+    given = args.gamma_max
+    gamma_max = within_prior(given, LIVE_GAMMA_MAX if given is None else given, profile)
+    if gamma_max < 1:
+        raise NightjarInputError(
+            "--profile prices gamma 0 only: a benchmark of speculation needs one measured "
+            "with --gammas 0..G")
+    return gamma_max
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,9 +141,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     plan = _plan(args)
     cores = _cores(args.cores)
+    profile = _check_profile(args.profile)
+    args.gamma_max = _gamma_max(args, profile)
     check_vllm_version()
     _check_policies(list(plan.policies), args.gamma_max)
-    profile = _check_profile(args.profile)
     # --time-scale multiplies the trace's times: the trace itself is scaled, as
     # `nightjar live` scales it by --rate-scale, so every run replays the same times.
     trace = load_trace(args.trace).rate_scaled(1.0 / args.time_scale)

@@ -324,6 +324,22 @@ def _check_profile(name: str | None) -> str | None:
     return str(path.resolve()) if path.is_file() else name
 
 
+def within_prior(given: int | None, gamma_max: int, profile: str | None) -> int:
+    """``gamma_max`` held to the gammas the ``--profile`` prices: past its table a
+    lookup returns the top gamma's time, so longer speculation would look free to a
+    policy planning with it. A default is lowered; a ``--gamma-max`` given is refused."""
+    from nightjar.live.profiling.latency import priced_gamma_max
+
+    top = None if profile is None else priced_gamma_max(profile)
+    if top is None or gamma_max <= top:
+        return gamma_max
+    if given is not None:
+        raise NightjarInputError(
+            f"--gamma-max {given} exceeds the --profile's table (gamma <= {top}): "
+            f"pass --gamma-max {top}, or profile with --gammas 0..{given}")
+    return top
+
+
 def _reload_cost(args: argparse.Namespace, profile: str | None, memory: Any) -> float | None:
     """Seconds a reload costs, for the early reload on forgone gain; None turns it off."""
     if args.reload_cost_s is not None:
@@ -563,6 +579,10 @@ def run(args: argparse.Namespace) -> int:
         gpu = args.profile.partition(":")[2]
         profile = _check_profile(roofline_prior(gpu, target, draft, method))
         reload_cost = _reload_cost(args, profile, memory)
+    capped = within_prior(args.gamma_max, gamma_max, profile)
+    if capped < gamma_max and choice.spec_tokens is None:
+        spec_tokens = capped  # nothing asked for a longer draft than the policy may use
+    gamma_max = capped
     default = ["nightjar"] if args.serve else list(LIVE_POLICIES)
     specs = expand_specs(args.policies or default)
     _check_policies(specs, gamma_max)

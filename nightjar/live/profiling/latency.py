@@ -236,6 +236,16 @@ def load_latency(name_or_path: str) -> tuple[LatencyModel, float | None]:
     return Clamped(load_profile(name_or_path)), None
 
 
+def priced_gamma_max(name_or_path: str) -> int | None:
+    """The largest gamma a prior's table prices (None: no range, any gamma is priced).
+    Beyond it a lookup returns the top gamma's time, so that longer speculation would
+    look free to a policy planning with it: callers hold ``gamma_max`` to this."""
+    model, _ = load_latency(name_or_path)
+    if isinstance(model, Clamped):
+        return model.profile.gamma_max
+    return model.gamma_max if isinstance(model, StepTable) else None
+
+
 def reload_cost_estimate(model: LatencyModel) -> float | None:
     """What a reload costs by a nightjar profile (as the simulator prices it); a step
     table has no prefill times, so None (the caller then needs an explicit cost)."""
