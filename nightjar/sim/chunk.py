@@ -1,11 +1,11 @@
-"""The bound's recorder buffers the raw facts of up to ``bound.CHUNK`` decode steps here
-(:mod:`nightjar.sim.yardstick`), then turns them into arrays at once.
+"""The bound's recorder buffers what it needs of up to ``bound.CHUNK`` decode steps
+here (:mod:`nightjar.sim.yardstick`), then prices them together.
 
-A step appends Python scalars and references to arrays the engine made for it anyway
-(its request ids, what each had left): list appends cost a few tens of nanoseconds,
-where writing into preallocated numpy slices costs a few hundred each. Invariant:
-every per-step list holds ``n`` entries, and the per-request pieces of step i hold
-``batch[i]`` values each.
+Nothing here is per request: the recorder keeps its sums over the decoding requests
+as they join and leave, so a step stores a few scalars and one row per table.
+Scalars go to lists (an append costs tens of nanoseconds, a write into a numpy slot
+hundreds); the rows go to preallocated tables, reused chunk after chunk. Invariant:
+every list and the first ``n`` rows of every table hold one entry per step.
 """
 
 from __future__ import annotations
@@ -14,32 +14,44 @@ import numpy as np
 
 
 class Chunk:
-    """Per step: ``batch`` (decoding requests), ``top`` (the largest gamma that ran),
-    ``fixed`` (the target's prompt work, priced whatever the gamma), ``diff`` (each
-    gamma's price less that prompt work, a cached array) and ``overhead`` (seconds
-    on top, e.g. a draft transfer), ``own`` (the step as it ran, for the gamma that
-    ran, or NaN where the requests ran different lengths). Per request of each step:
-    ``rid``, ``remaining`` (tokens it had left), ``gamma`` (an int for the whole step,
-    or one per request), ``speculates`` (None: every request may), and in skip mode
-    ``start``, ``key``, ``prompt`` (see :class:`nightjar.sim.yardstick.Recorder`)."""
+    """Per step: ``batch`` (decoding requests), ``t`` (its decode-step index),
+    ``top`` (the largest gamma that ran), ``ran`` (the gamma every request ran, or -1
+    where they ran different lengths), ``played`` (for those, the fixed-point tokens
+    their lengths were expected to emit, less one per request), ``fixed`` (the
+    target's prompt work, priced whatever the gamma), ``diff`` (each gamma's price less
+    that prompt work, a cached array), ``overhead`` (seconds on top, e.g. a draft
+    transfer) and ``own`` (the step as it ran, or NaN where the requests ran
+    different lengths); ``near_*``, the requests with at most ``gamma_max`` tokens
+    left (their step, id and minus what they had left), whose drafts past their end
+    are taken off ``reach`` when the chunk is priced. Tables: ``reach`` (per gamma,
+    the recorder's fixed-point sum of the tokens beyond one per request), and in skip
+    mode ``starts`` and ``prompts``, its rings
+    (:class:`nightjar.sim.yardstick.Recorder`) as the step saw them."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int, gamma_max: int, window: int, skip: bool) -> None:
+        self.n = 0
+        self.reach = np.zeros((size, gamma_max + 1), dtype=np.int64)
+        rings = size if skip else 0
+        self.starts = np.zeros((rings, window), dtype=np.int64)
+        self.prompts = np.zeros((rings, window), dtype=np.int64)
+        self.clear()
+
+    def clear(self) -> None:
         self.n = 0
         self.varied = False  # some step ran other than gamma_max for every request
-        self.restricted = False  # some step had requests that may not speculate
         self.batch: list[int] = []
+        self.t: list[int] = []
         self.top: list[int] = []
+        self.ran: list[int] = []
+        self.played: list[int] = []
         self.fixed: list[float] = []
         self.diff: list[np.ndarray] = []
         self.overhead: list[float] = []
         self.own: list[float] = []
-        self.rid: list[np.ndarray] = []
-        self.remaining: list[np.ndarray] = []
-        self.gamma: list[np.ndarray | int] = []
-        self.speculates: list[np.ndarray | None] = []
-        self.start: list[np.ndarray] = []
-        self.key: list[np.ndarray] = []
-        self.prompt: list[np.ndarray] = []
+        # The requests with at most gamma_max tokens left: step, request id, -left.
+        self.near_step: list[int] = []
+        self.near_rid: list[int] = []
+        self.near_left: list[int] = []
 
     def prices(self) -> np.ndarray:
         """Per step and gamma: its price less the prompt work, the gamma that ran at
@@ -50,20 +62,3 @@ class Chunk:
         rows = np.flatnonzero(~np.isnan(own))
         out[rows, np.asarray(self.top)[rows]] = own[rows]
         return out
-
-    def offsets(self) -> np.ndarray:
-        out = np.zeros(self.n + 1, dtype=np.int64)
-        np.cumsum(self.batch, out=out[1:])
-        return out
-
-    def gammas(self) -> np.ndarray:
-        return np.concatenate([
-            np.full(b, g, dtype=np.int64) if isinstance(g, int) else g
-            for b, g in zip(self.batch, self.gamma, strict=True)
-        ])
-
-    def speculating(self) -> np.ndarray:
-        return np.concatenate([
-            np.ones(b, dtype=np.bool_) if s is None else s
-            for b, s in zip(self.batch, self.speculates, strict=True)
-        ])

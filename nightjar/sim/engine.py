@@ -161,6 +161,8 @@ class Engine:
             positional_decay=config.positional_decay,
             positional=not self._geometric,
             alpha=ledger.alpha,
+            no_spec=ledger.no_spec,
+            max_batch=config.max_num_seqs,
         )
 
     # -- the simpy process -------------------------------------------------------
@@ -405,8 +407,15 @@ class Engine:
         accepted = emitted = 0
         ids = per_acc = per_drafted = None
         if n:
-            rids = state[RID, :n].copy()  # the bound's record, before any finish moves them
-            remaining = -state[NEG_LEFT, :n]  # tokens each had left before this step
+            # The bound's record, while the batch is the step's.
+            rids, no_spec = state[RID, :n], self.ledger.no_spec
+            self.yardstick.step(
+                rids=rids, neg_left=state[NEG_LEFT, :n],
+                speculates=~no_spec[rids] if no_spec is not None else None,
+                gammas=gam,
+                mean_ctx=mean_ctx, prefill_tokens=prefill, draft_loaded=resident,
+                sync=self._sync, overhead_s=overhead_s, step_s=step_s, switch_s=switch_s,
+            )
             acc = self._accept(n, gam)
             # Each decoding request emits its accepted drafts plus one, capped at what
             # it has left: the cap is applied by _finish, to the requests that finish
@@ -442,14 +451,6 @@ class Engine:
             clamped, mean_ctx,
         ))
         if n:
-            led = self.ledger
-            self.yardstick.step(
-                rids=rids, remaining=remaining,
-                speculates=~led.no_spec[rids] if led.no_spec is not None else None,
-                gammas=gam,
-                mean_ctx=mean_ctx, prefill_tokens=prefill, draft_loaded=resident,
-                sync=self._sync, overhead_s=overhead_s, step_s=step_s, switch_s=switch_s,
-            )
             # Positional, in the field order (gamma, batch_size, step_time_s, drafted,
             # accepted, emitted, switch_cost_s, clamped, prefill_tokens, request_ids,
             # per_request_accepted, per_request_drafted), as the context above.
@@ -534,6 +535,7 @@ class Engine:
             if state[TODO, i] == 0:
                 ready += 1
                 rid = int(state[RID, i])
+                self.yardstick.joined(rid)
                 if first[rid] != first[rid]:  # NaN: the request's first token ever
                     first[rid] = end
                 state[NEG_LEFT, i] += 1

@@ -34,12 +34,17 @@ step. It does not say what another policy, whose choices would have changed the
 batches (finishing requests sooner, freeing KV blocks), would have reached, nor
 per-request lengths (``tetris``).
 
-The recorder keeps none of this per step: it buffers a chunk of steps' raw facts
-(:data:`nightjar.sim.bound.CHUNK`), prices them together (numpy over the chunk, not
-per step) and walks the program (:mod:`nightjar.sim.bound`) forward, so its memory
-is one chunk whatever the run's length. The program's costs are kept unscaled:
-every step's weight shares one divisor, the run's expected tokens, known only at the
-end, and one common factor changes no choice.
+The recorder keeps none of this per request and step. It keeps sums over the decoding
+requests, updated as they join and leave the batch (in fixed point, so that adding and
+taking away is exact and the sums do not depend on order): per gamma, the tokens they
+are expected to emit, and in skip mode two rings indexed by decode step, of when
+each began decoding and when its prompt ran. A step copies those (less the few
+requests whose output ends within gamma tokens) into a chunk of steps
+(:data:`nightjar.sim.bound.CHUNK`), which is priced with numpy at once and walked
+through the program (:mod:`nightjar.sim.bound`), so its memory is one chunk whatever
+the run's length. The program's costs are kept unscaled: every step's weight shares
+one divisor, the run's expected tokens, known only at the end, and one common factor
+changes no choice.
 """
 
 from __future__ import annotations
@@ -73,37 +78,58 @@ class Recorder:
     """Collects the trajectory during a simulation (one call per decode step) and
     walks the bound's program over it chunk by chunk.
 
-    Per request it keeps the decode step its current stay began at and when its
-    prompt was prefilled (in half steps: a V0 prefill-only step sits between two
-    decode steps), so the rebuild a stretch would need can be counted at each step.
+    The engine tells it when a request starts decoding (:meth:`joined`), leaves the
+    batch (:meth:`left`) and had a prompt chunk run (:meth:`prefilled`), and calls
+    :meth:`step` once per decode step, before the step's outcome is applied (so the
+    decoding requests it holds sums over are exactly the step's). Per request it
+    keeps the decode step its current stay began decoding at and when its prompt was
+    prefilled (in half steps: a V0 prefill-only step sits between two decode steps),
+    so the rebuild a stretch would need can be counted at each step.
+
+    Invariant: ``_sum[g]`` is, over the requests that joined and have not left, the
+    fixed-point sum of ``_cum[rid, g]`` (the tokens beyond the first that gamma g is
+    expected to emit for the request); in skip mode ``_starts[s % W]`` counts those
+    that began decoding at step s, and ``_prompts[q % W]`` sums the first prompt chunk
+    of those whose prompt ran at step q, for s and q within the last W steps.
     """
 
     def __init__(self, profile: Profile, gamma_max: int, skip: bool, positional_decay: float,
-                 positional: bool, alpha: np.ndarray) -> None:
+                 positional: bool, alpha: np.ndarray, no_spec: np.ndarray | None = None,
+                 max_batch: int = 256) -> None:
         self.profile = profile
         self.gamma_max = gamma_max
         self.skip = skip
         self.rate = rebuild_rate_s(profile) if skip else 0.0
         self.decay = positional_decay if positional else 1.0
         j = np.arange(gamma_max + 1)
-        self._g_all = j
-        self._decay_powers = self.decay ** (j * (j - 1) / 2.0)
         # Each request's reach: the chance that its j-th draft is emitted,
         # a^j decay^(j (j - 1) / 2), computed once (its acceptance rate never changes).
         reach = np.clip(alpha, 0.0, 0.999)[None, :] ** j[:, None]
         if self.decay != 1.0:
-            reach *= self._decay_powers[:, None]
-        self._reach = reach
+            reach *= (self.decay ** (j * (j - 1) / 2.0))[:, None]
+        # In fixed point, with room for a whole batch's sum of every gamma's tokens.
+        bits = min(52, 62 - (max(max_batch, 1) * max(gamma_max, 1)).bit_length())
+        self._unit = 2.0 ** -bits
+        fixed_point = np.rint(reach[1:] * 2.0 ** bits).astype(np.int64)
+        if no_spec is not None:
+            fixed_point[:, no_spec] = 0  # it drafts nothing: one token a step
         num_requests = int(alpha.shape[0])
+        self._cum = np.zeros((num_requests, gamma_max + 1), dtype=np.int64)
+        np.cumsum(fixed_point.T, axis=1, out=self._cum[:, 1:])
+        self._sum = np.zeros(gamma_max + 1, dtype=np.int64)
+        self._in = np.zeros(num_requests, dtype=np.bool_)
         self.t = 0  # decode steps so far
         self.start = np.zeros(num_requests, dtype=np.int64)  # first decode step of the stay
         self.prompt_at = np.full(num_requests, -1.0)  # half-step key of the prefill
-        self.prompt_tokens = np.zeros(num_requests, dtype=np.float64)
+        self.prompt_tokens = np.zeros(num_requests, dtype=np.int64)
+        self._window = MAX_STRETCH + 1
+        self._starts = np.zeros(self._window, dtype=np.int64)
+        self._prompts = np.zeros(self._window, dtype=np.int64)
         # Per step shape: (price less the prompt work, the prompt work) per gamma.
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, list[float]]] = {}
         self._decode: dict[tuple[int, int, int, bool], np.ndarray] = {}
         self._pricer = StepPricer(profile)  # the engine's prices, bit for bit, memoised
-        self._chunk = Chunk()
+        self._chunk = Chunk(bound.CHUNK, gamma_max, self._window, skip)
         self._program = Program()
         self._own_s = 0.0  # sum over steps of B_t * step_s
         self._tokens = 0.0  # expected tokens of the run's own choices
@@ -111,12 +137,13 @@ class Recorder:
         self._excess = np.zeros((len(EXCESS_WINDOWS), 2))  # weighted excess, weight
 
     def prefilled(self, rids: list[int], tokens: list[int], decode_step: bool) -> None:
-        """Prompt chunks of ``rids`` ran this step (a decode step, or a prefill-only
-        one); the first chunk of a stay sets its key (a subset of the lag: lower)."""
+        """Prompt chunks of ``rids`` ran in the step just recorded (a decode step), or
+        in a prefill-only one before the next; the first chunk of a stay sets its key
+        (a subset of the lag: lower)."""
         if not self.skip:
             return  # nothing to rebuild: the program never reads them
-        key = float(self.t) if decode_step else self.t - 0.5
-        begins = self.t + (1 if decode_step else 0)
+        key = self.t - (1.0 if decode_step else 0.5)
+        begins = self.t
         prompt_at, prompt_tokens, start = self.prompt_at, self.prompt_tokens, self.start
         for rid, chunk in zip(rids, tokens, strict=True):
             if prompt_at[rid] < 0:
@@ -125,24 +152,63 @@ class Recorder:
                 prompt_tokens[rid] = chunk
             start[rid] = begins
 
+    def joined(self, rid: int) -> None:
+        """``rid`` finished its prefill: it decodes from the next step on."""
+        self._in[rid] = True
+        self._sum += self._cum[rid]
+        if self.skip:
+            self._ring(rid, 1)
+
     def left(self, rids: np.ndarray | int) -> None:
         """Requests that finished or were preempted: a later stay starts afresh."""
-        self.prompt_at[rids] = -1.0
+        for rid in rids.tolist() if isinstance(rids, np.ndarray) else (rids,):
+            if self._in[rid]:
+                self._in[rid] = False
+                self._sum -= self._cum[rid]
+                if self.skip:
+                    self._ring(rid, -1)
+            self.prompt_at[rid] = -1.0
 
-    def step(self, *, rids: np.ndarray, remaining: np.ndarray,
+    def _ring(self, rid: int, sign: int) -> None:
+        """Count a decoding request into (or out of) the rings, where still in them."""
+        oldest = self.t - self._window
+        began = int(self.start[rid])
+        if began > oldest:
+            self._starts[began % self._window] += sign
+        key = float(self.prompt_at[rid])
+        if key >= 0:  # (a chunk before the first decode step has key -0.5: none)
+            ran = math.ceil(key)
+            if ran > oldest:
+                self._prompts[ran % self._window] += sign * int(self.prompt_tokens[rid])
+
+    def step(self, *, rids: np.ndarray, neg_left: np.ndarray,
              speculates: np.ndarray | None, gammas: np.ndarray | int, mean_ctx: float,
              prefill_tokens: int, draft_loaded: bool, sync: bool, overhead_s: float,
              step_s: float, switch_s: float) -> None:
-        """One decode step: ``speculates`` None where every request may speculate,
-        ``gammas`` an int where every request ran the same length."""
-        n = len(rids)
+        """One decode step, before its outcome: ``rids`` the decoding requests,
+        ``neg_left`` minus the tokens each has left, ``speculates`` None where every
+        request may speculate, ``gammas`` an int where every request ran the same length."""
+        n = rids.shape[0]
+        g_max = self.gamma_max
+        c = self._chunk
+        i = c.n
+        c.reach[i] = self._sum
+        # A request with at most gamma tokens left emits no more than those: noted
+        # here (a few a step), taken off the sums when the chunk is priced.
+        near = (neg_left >= -g_max).nonzero()[0]
+        if near.size:
+            c.near_rid.extend(rids[near].tolist())
+            c.near_left.extend(neg_left[near].tolist())
+            c.near_step.extend([i] * near.size)
         n_spec = n if speculates is None else int(speculates.sum())
         if isinstance(gammas, int):
-            top, uniform = gammas, True
+            top, uniform, ran, played = gammas, True, gammas, 0
         else:
             top = int(gammas.max()) if gammas.size else 0
             spec_g = gammas if speculates is None or n_spec == n else gammas[speculates]
             uniform = bool(gammas.size) and (not n_spec or int(spec_g.min()) == int(spec_g.max()))
+            lengths = np.minimum(np.minimum(gammas, g_max), -neg_left - 1)
+            ran, played = -1, int(self._cum[rids, lengths].sum())
         key = (n, n_spec, int(mean_ctx) // PRICE_CONTEXT_QUANTUM, prefill_tokens, draft_loaded)
         cached = self._prices.get(key)
         if cached is None:
@@ -150,31 +216,28 @@ class Recorder:
             self._prices[key] = cached
         diff, prompt = cached
         fixed = prompt[top]
-        c = self._chunk
         c.batch.append(n)
+        c.t.append(self.t)
         c.top.append(top)
+        c.ran.append(ran)
+        c.played.append(played)
         c.fixed.append(fixed)
         c.diff.append(diff)
         c.overhead.append(overhead_s)
         # The gamma that ran is priced as it ran (the cache's context is rounded): the
         # run's own schedule then costs the program what it cost the engine.
         c.own.append(step_s - switch_s - fixed if uniform else math.nan)
-        c.rid.append(rids)
-        c.remaining.append(remaining)
-        c.gamma.append(gammas)
-        c.speculates.append(speculates)
-        if speculates is not None:
-            c.restricted = True
-        if not uniform or top != self.gamma_max:
-            c.varied = True
         if self.skip:
-            c.start.append(self.start[rids])
-            c.key.append(self.prompt_at[rids])
-            c.prompt.append(self.prompt_tokens[rids])
+            c.starts[i] = self._starts
+            c.prompts[i] = self._prompts
         self._own_s += n * step_s
         c.n += 1
         self.t += 1
-        if c.n == bound.CHUNK:
+        if self.skip:  # the ring's oldest slot becomes the new step's
+            slot = self.t % self._window
+            self._starts[slot] = 0
+            self._prompts[slot] = 0
+        if c.n == c.reach.shape[0]:
             self._flush()
 
     def _price(self, key: tuple[int, int, int, int, bool], n: int, n_spec: int,
@@ -217,56 +280,43 @@ class Recorder:
             out[g] = price(n, g_max, g * n_spec, ctx, 0, loaded, sync)[0]
         return out
 
-    def _tokens_of(self, c: Chunk, offsets: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per step of the chunk: expected emitted tokens per gamma, those of the gamma
-        each request ran, and each request's step index."""
-        m, g_max = c.n, self.gamma_max
-        starts = offsets[:m]
-        reach = np.take(self._reach, np.concatenate(c.rid), axis=1)
-        # A request emits at most what it has left, and drafts nothing where it may not
-        # speculate: its reach beyond that is 0 (a few requests a step).
-        cap = np.concatenate(c.remaining) - 1
-        if c.restricted:
-            cap[~c.speculating()] = 0
-        short = np.flatnonzero(cap < g_max)
-        reach[:, short] *= self._g_all[:, None] <= cap[short][None, :]
-        # sum_{j <= g} reach_j: per step (of the sums over its requests), and per request.
-        tokens = np.cumsum(np.add.reduceat(reach, starts, axis=1), axis=0).T
-        # Row by row: cumsum along this short axis is ~4x slower, same sums.
-        if c.varied:
-            per = reach.copy()
-            for g in range(1, g_max + 1):
-                per[g] += per[g - 1]
-            ran = per[np.minimum(c.gammas(), g_max), np.arange(per.shape[1])]
-        else:
-            ran = reach[0].copy()
-            for g in range(1, g_max + 1):
-                ran += reach[g]
-        played = np.add.reduceat(ran, starts)
-        step_of = np.repeat(np.arange(m), np.diff(offsets))
-        return tokens, played, step_of
+    def _tokens_of(self, c: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        """Per step of the chunk: expected emitted tokens per gamma, and those of the
+        gammas its requests ran."""
+        m = c.n
+        batch = np.asarray(c.batch, dtype=np.float64)
+        reach = c.reach[:m]
+        if c.near_rid:
+            # Gamma g emits min(g, left - 1) drafts of a request with ``left`` to go.
+            cum = self._cum[c.near_rid]
+            caps = np.minimum(-1 - np.asarray(c.near_left), self.gamma_max)
+            cut = cum - np.minimum(cum, cum[np.arange(caps.size), caps][:, None])
+            np.subtract.at(reach, np.asarray(c.near_step), cut)
+        tokens = reach * self._unit
+        tokens += batch[:, None]
+        ran = np.asarray(c.ran)
+        played = tokens[np.arange(m), np.minimum(ran, self.gamma_max)]
+        varied = np.flatnonzero(ran < 0)
+        if varied.size:
+            played[varied] = batch[varied] + np.asarray(c.played)[varied] * self._unit
+        return tokens, played
 
-    def _rebuild(self, c: Chunk, step_of: np.ndarray) -> np.ndarray:
+    def _rebuild(self, c: Chunk) -> np.ndarray:
         """Per step of the chunk: seconds to rebuild the draft after a gamma-0 stretch
         of 0..MAX_STRETCH steps: one token per request per stretch step it decoded,
         and the prompts prefilled since the stretch began."""
         m, cap = c.n, MAX_STRETCH
-        first = self.t - m
-        ages = np.minimum(np.maximum(first + step_of - np.concatenate(c.start), 0), cap)
-        # ge[i, k] = requests of step i that decoded in at least k of the stretch's steps.
-        counts = np.bincount(step_of * (cap + 1) + ages, minlength=m * (cap + 1))
-        ge = np.cumsum(counts.reshape(m, cap + 1)[:, ::-1], axis=1)[:, ::-1]
+        # Ring slot of the step d = 0..cap steps before each step of the chunk.
+        back = (np.asarray(c.t)[:, None] - np.arange(cap + 1)[None, :]) % self._window
+        rows = np.arange(m)[:, None]
+        # Requests of each step that began decoding fewer than k steps before it, so
+        # ge[:, k - 1] decoded in at least k of the stretch's steps (k = 1..cap).
+        ge = np.asarray(c.batch)[:, None] - np.cumsum(c.starts[rows, back[:, :cap]], axis=1)
         decoded = np.zeros((m, cap + 1))
-        decoded[:, 1:] = np.cumsum(ge[:, 1:], axis=1)
-        keys = np.concatenate(c.key)
-        has = keys >= 0
-        t_of = (first + step_of[has]).astype(np.float64)
-        lmin = np.minimum(np.floor(t_of - keys[has]).astype(np.int64), cap + 1)
-        weights = np.concatenate(c.prompt)[has]
-        prompt = np.bincount(step_of[has] * (cap + 2) + lmin, weights=weights,
-                             minlength=m * (cap + 2)).reshape(m, cap + 2)[:, : cap + 1]
-        out: np.ndarray = self.rate * (decoded + np.cumsum(prompt, axis=1))
+        decoded[:, 1:] = np.cumsum(ge, axis=1)
+        # Prompt tokens prefilled at most l steps before each step, l = 0..cap.
+        prompt = np.cumsum(c.prompts[rows, back], axis=1)
+        out: np.ndarray = self.rate * (decoded + prompt)
         return out
 
     def _flush(self) -> None:
@@ -274,21 +324,21 @@ class Recorder:
         m = c.n
         if not m:
             return
-        self._chunk = Chunk()
-        tokens, played, step_of = self._tokens_of(c, c.offsets())
+        tokens, played = self._tokens_of(c)
         fixed, batch = np.asarray(c.fixed), np.asarray(c.batch, dtype=np.float64)
         per_token, weight = per_token_prices(batch, played, c.prices(), tokens, fixed)
         self._tokens += float(played.sum())
         if self.gamma_max == 0:
             self._off_only += float((weight * per_token[:, 0]).sum())
         else:
-            rebuild = self._rebuild(c, step_of) if self.skip else None
+            rebuild = self._rebuild(c) if self.skip else None
             self._program.walk(*program_costs(weight, per_token, tokens, rebuild))
         # The excess of each step's chosen gamma over its cheapest (rebuilds aside).
         top = np.minimum(np.asarray(c.top), self.gamma_max)
         chosen = per_token[np.arange(m), top]
         excess = chosen / per_token.min(axis=1) - 1.0
-        first = self.t - m
+        first = c.t[0]
+        c.clear()
         for k, (lo, hi) in enumerate(EXCESS_WINDOWS):
             a = max(lo - first, 0)
             b = m if hi is None else min(hi - first, m)
