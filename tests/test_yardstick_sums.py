@@ -54,8 +54,8 @@ class _Reference:
             ref.steps.append({
                 "t": rec.t, "rids": rids, "left": -k["neg_left"].copy(),
                 "gammas": np.full(rids.size, gam) if isinstance(gam, int) else gam.copy(),
-                "start": rec.start[rids].copy(), "key": rec.prompt_at[rids].copy(),
-                "prompt": rec.prompt_tokens[rids].astype(np.float64),
+                "start": np.asarray(rec.start)[rids], "key": np.asarray(rec.prompt_at)[rids],
+                "prompt": np.asarray(rec.prompt_tokens, dtype=np.float64)[rids],
             })
             step(rec, **k)
 

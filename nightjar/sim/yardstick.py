@@ -117,11 +117,13 @@ class Recorder:
         self._cum = np.zeros((num_requests, gamma_max + 1), dtype=np.int64)
         np.cumsum(fixed_point.T, axis=1, out=self._cum[:, 1:])
         self._sum = np.zeros(gamma_max + 1, dtype=np.int64)
-        self._in = np.zeros(num_requests, dtype=np.bool_)
+        # Per request, read and written one at a time: Python sequences (a numpy
+        # scalar access costs several times a list's).
+        self._in = bytearray(num_requests)  # 1 while it decodes
         self.t = 0  # decode steps so far
-        self.start = np.zeros(num_requests, dtype=np.int64)  # first decode step of the stay
-        self.prompt_at = np.full(num_requests, -1.0)  # half-step key of the prefill
-        self.prompt_tokens = np.zeros(num_requests, dtype=np.int64)
+        self.start = [0] * num_requests  # first decode step of the stay
+        self.prompt_at = [-1.0] * num_requests  # half-step key of the prefill
+        self.prompt_tokens = [0] * num_requests
         self._window = MAX_STRETCH + 1
         self._starts = np.zeros(self._window, dtype=np.int64)
         self._prompts = np.zeros(self._window, dtype=np.int64)
@@ -154,7 +156,7 @@ class Recorder:
 
     def joined(self, rid: int) -> None:
         """``rid`` finished its prefill: it decodes from the next step on."""
-        self._in[rid] = True
+        self._in[rid] = 1
         self._sum += self._cum[rid]
         if self.skip:
             self._ring(rid, 1)
@@ -163,7 +165,7 @@ class Recorder:
         """Requests that finished or were preempted: a later stay starts afresh."""
         for rid in rids.tolist() if isinstance(rids, np.ndarray) else (rids,):
             if self._in[rid]:
-                self._in[rid] = False
+                self._in[rid] = 0
                 self._sum -= self._cum[rid]
                 if self.skip:
                     self._ring(rid, -1)
@@ -172,14 +174,14 @@ class Recorder:
     def _ring(self, rid: int, sign: int) -> None:
         """Count a decoding request into (or out of) the rings, where still in them."""
         oldest = self.t - self._window
-        began = int(self.start[rid])
+        began = self.start[rid]
         if began > oldest:
             self._starts[began % self._window] += sign
-        key = float(self.prompt_at[rid])
+        key = self.prompt_at[rid]
         if key >= 0:  # (a chunk before the first decode step has key -0.5: none)
             ran = math.ceil(key)
             if ran > oldest:
-                self._prompts[ran % self._window] += sign * int(self.prompt_tokens[rid])
+                self._prompts[ran % self._window] += sign * self.prompt_tokens[rid]
 
     def step(self, *, rids: np.ndarray, neg_left: np.ndarray,
              speculates: np.ndarray | None, gammas: np.ndarray | int, mean_ctx: float,
