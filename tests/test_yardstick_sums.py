@@ -19,6 +19,7 @@ from nightjar.trace.model import Trace, load_trace, materialize
 from nightjar.trace.schema import parse_trace_json
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
+SAMPLE = 7  # steps whose rebuild is checked at every stretch length
 
 
 def _opt_out() -> Trace:
@@ -36,8 +37,9 @@ class _Reference:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.steps: list[dict[str, Any]] = []
         self.checked = 0
+        self.sampled = 0
         init, step = ys.Recorder.__init__, ys.Recorder.step
-        tokens_of, rebuild = ys.Recorder._tokens_of, ys.Recorder._rebuild
+        tokens_of, walk = ys.Recorder._tokens_of, ys.Recorder._walk
         ref = self
 
         def spy_init(rec: ys.Recorder, *a: Any, **k: Any) -> None:
@@ -69,17 +71,22 @@ class _Reference:
                 ref.done(c.n)
             return tokens, played
 
-        def spy_rebuild(rec: ys.Recorder, c: Any) -> np.ndarray:
-            out = rebuild(rec, c)
+        def spy_walk(rec: ys.Recorder, c: Any, *a: Any) -> None:
+            # Every stretch length at every SAMPLE-th step (the walk asks for few).
             for i, s in enumerate(ref.steps[: c.n]):
-                np.testing.assert_array_equal(out[i], rec.rate * ref.rebuild(s))
-            ref.done(c.n)
-            return out
+                if (s["t"] % SAMPLE == 0) and rec.skip:
+                    got = [rec._rebuild_s(c, i, k) for k in range(1, MAX_STRETCH + 1)]
+                    want = rec.rate * ref.rebuild(s)
+                    np.testing.assert_array_equal(got, want[1:])
+                    ref.sampled += 1
+            walk(rec, c, *a)
+            if rec.skip:
+                ref.done(c.n)
 
         monkeypatch.setattr(ys.Recorder, "__init__", spy_init)
         monkeypatch.setattr(ys.Recorder, "step", spy_step)
         monkeypatch.setattr(ys.Recorder, "_tokens_of", spy_tokens_of)
-        monkeypatch.setattr(ys.Recorder, "_rebuild", spy_rebuild)
+        monkeypatch.setattr(ys.Recorder, "_walk", spy_walk)
 
     def done(self, m: int) -> None:
         del self.steps[:m]
@@ -138,6 +145,8 @@ def test_each_steps_sums_equal_a_direct_sum_over_its_requests(
     result = simulate(trace, load_profile(RTX), policy, cfg)
     decode_steps = sum(1 for s in result.steps if s.batch_size > 0)
     assert ref.checked == decode_steps > 500
+    if cfg.draft_kv_mode is DraftKVMode.SKIP:
+        assert ref.sampled > decode_steps // (2 * SAMPLE)
     assert not ref.steps
     assert math.isfinite(result.extra["bound_ptl_s"])
     assert result.extra["bound_ptl_s"] <= result.extra["expected_ptl_s"] * (1 + 1e-9) or (

@@ -10,6 +10,7 @@ token-weighted per-token latency would pick.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,31 +41,54 @@ class Trajectory:
 class Program:
     """The dynamic program over steps, walked as chunks arrive. States: 0 = the last
     step speculated, l = a gamma-0 stretch of l steps (MAX_STRETCH: at least that
-    many). ``on[t, l]`` is the cost of speculating at step t from state l, ``off[t]``
-    of gamma 0 (``on`` may have one column: the same cost from every state)."""
+    many). At step t, speculating from state l costs ``on_t(l)``, gamma 0 ``off_t``.
+
+    Only the states that can still be optimal are kept (the frontier): every
+    continuation costs the same from two states except that the longer stretch's
+    rebuild is at least as large, so ``on_t`` is non-decreasing in l (a rebuild grows
+    with its stretch: :func:`program_costs` and the recorder's rebuild both are) and a
+    state whose value is no lower than a shorter one's never wins. Dropping it
+    changes no minimum, so the value is the full program's, bit for bit. Invariant:
+    ``_ls`` increases and ``_vs`` strictly decreases along the frontier; it is
+    usually one state, so a step costs a few float operations, where the full
+    program costs MAX_STRETCH + 1 of each.
+    """
 
     def __init__(self, cap: int = MAX_STRETCH) -> None:
-        self.val = np.full(cap + 1, math.inf)
-        self.val[0] = 0.0
-        self._nxt = np.empty(cap + 1)
+        self.cap = cap
+        self._ls = [0]
+        self._vs = [0.0]
 
-    def walk(self, on: np.ndarray, off: np.ndarray) -> None:
-        val, nxt = self.val, self._nxt
-        cap = val.shape[0] - 1
-        tmp = np.empty_like(val)
-        least = np.minimum.reduce  # ndarray.min, without its Python-level wrapper
-        for on_t, off_t in zip(on, off.tolist(), strict=True):
-            # Every stretch grows by one step: nxt[l] = val[l - 1] + off_t.
-            np.add(val[:-1], off_t, out=nxt[1:])
-            if val[cap] < val[cap - 1]:  # the capped stretch absorbs
-                nxt[cap] = val[cap] + off_t
-            np.add(val, on_t, out=tmp)
-            nxt[0] = least(tmp)
-            val, nxt = nxt, val
-        self.val, self._nxt = val, nxt
+    def walk(self, off: list[float], on0: list[float], on_at: Callable[[int, int], float]
+             ) -> None:
+        """Steps ``i`` of a chunk: ``off[i]``, ``on0[i]`` (speculating right after a
+        speculating step) and ``on_at(i, l)`` for a stretch of l > 0 steps."""
+        ls, vs, cap = self._ls, self._vs, self.cap
+        for i, off_i in enumerate(off):
+            on_i = on0[i]
+            best = math.inf
+            for stretch, v in zip(ls, vs, strict=True):
+                cost = v + (on_i if stretch == 0 else on_at(i, stretch))
+                if cost < best:
+                    best = cost
+            # Gamma 0: every stretch grows by a step (the capped one absorbs).
+            new_ls, new_vs = [0], [best]
+            floor = best
+            for stretch, v in zip(ls, vs, strict=True):
+                grown = v + off_i
+                if grown < floor:
+                    longer = stretch + 1 if stretch < cap else cap
+                    if new_ls[-1] == longer:  # stretches cap - 1 and cap meet at cap
+                        new_vs[-1] = grown
+                    else:
+                        new_ls.append(longer)
+                        new_vs.append(grown)
+                    floor = grown
+            ls, vs = new_ls, new_vs
+        self._ls, self._vs = ls, vs
 
     def value(self) -> float:
-        return float(self.val.min())
+        return self._vs[-1]
 
 
 def per_token_prices(batch: np.ndarray, played: np.ndarray, prices: np.ndarray,
@@ -93,6 +117,12 @@ def program_costs(weight: np.ndarray, per_token: np.ndarray, tokens: np.ndarray,
     return on, cost[:, 0]
 
 
+def _cells(on: np.ndarray) -> Callable[[int, int], float]:
+    """``on_at`` of an explicit ``on`` matrix (one column: the same from every state)."""
+    last = on.shape[1] - 1
+    return lambda i, stretch: float(on[i, min(stretch, last)])
+
+
 def bound_ptl_s(d: Trajectory) -> float:
     """The least token-weighted per-token latency over schedules of an explicit
     trajectory (see the module doc)."""
@@ -109,6 +139,7 @@ def bound_ptl_s(d: Trajectory) -> float:
     program = Program()
     for lo in range(0, per_token.shape[0], CHUNK):
         sl = slice(lo, lo + CHUNK)
-        program.walk(*program_costs(weight[sl], per_token[sl], tokens[sl],
-                                    rebuild[sl] if rebuild is not None else None))
+        on, off = program_costs(weight[sl], per_token[sl], tokens[sl],
+                                rebuild[sl] if rebuild is not None else None)
+        program.walk(off.tolist(), on[:, 0].tolist(), _cells(on))
     return program.value() / float(total)

@@ -55,7 +55,7 @@ import numpy as np
 
 from nightjar.profile.model import Profile
 from nightjar.sim import bound
-from nightjar.sim.bound import MAX_STRETCH, Program, per_token_prices, program_costs
+from nightjar.sim.bound import MAX_STRETCH, Program, per_token_prices
 from nightjar.sim.chunk import Chunk
 from nightjar.sim.price import StepPricer
 
@@ -303,23 +303,48 @@ class Recorder:
             played[varied] = batch[varied] + np.asarray(c.played)[varied] * self._unit
         return tokens, played
 
-    def _rebuild(self, c: Chunk) -> np.ndarray:
-        """Per step of the chunk: seconds to rebuild the draft after a gamma-0 stretch
-        of 0..MAX_STRETCH steps: one token per request per stretch step it decoded,
-        and the prompts prefilled since the stretch began."""
-        m, cap = c.n, MAX_STRETCH
-        # Ring slot of the step d = 0..cap steps before each step of the chunk.
-        back = (np.asarray(c.t)[:, None] - np.arange(cap + 1)[None, :]) % self._window
-        rows = np.arange(m)[:, None]
-        # Requests of each step that began decoding fewer than k steps before it, so
-        # ge[:, k - 1] decoded in at least k of the stretch's steps (k = 1..cap).
-        ge = np.asarray(c.batch)[:, None] - np.cumsum(c.starts[rows, back[:, :cap]], axis=1)
-        decoded = np.zeros((m, cap + 1))
-        decoded[:, 1:] = np.cumsum(ge, axis=1)
-        # Prompt tokens prefilled at most l steps before each step, l = 0..cap.
-        prompt = np.cumsum(c.prompts[rows, back], axis=1)
-        out: np.ndarray = self.rate * (decoded + prompt)
-        return out
+    def _rebuild_s(self, c: Chunk, i: int, stretch: int) -> float:
+        """Seconds to rebuild the draft at step ``i`` of the chunk after a gamma-0
+        stretch of ``stretch`` (<= MAX_STRETCH) steps: one token per request per
+        stretch step it decoded, and the prompts prefilled since the stretch began."""
+        back = (c.t[i] - np.arange(stretch + 1)) % self._window  # ring slots, d steps back
+        # A request that began decoding d < stretch steps back decoded d of them.
+        began = c.starts[i, back[:stretch]]
+        decoded = stretch * c.batch[i] - int(np.dot(stretch - np.arange(stretch), began))
+        prompt = int(c.prompts[i, back].sum())
+        return self.rate * float(decoded + prompt)
+
+    def _walk(self, c: Chunk, weight: np.ndarray, per_token: np.ndarray,
+              tokens: np.ndarray) -> None:
+        """The chunk's steps through the program: gamma 0 costs ``off``, speculating
+        the cheapest gamma, plus in skip mode the rebuild after a stretch, per token
+        of that gamma (:func:`nightjar.sim.bound.program_costs`, element by element)."""
+        cost = weight[:, None] * per_token
+        off = cost[:, 0].tolist()
+        if not self.skip:
+            on0 = cost[:, 1:].min(axis=1).tolist()
+            self._program.walk(off, on0, lambda i, _: on0[i])
+            return
+        inv = 1.0 / tokens[:, 1:]
+        m = c.n
+        # Right after a speculating step only a prompt run in this very step (V0) is
+        # missing from the draft.
+        now = c.prompts[np.arange(m), np.asarray(c.t) % self._window]
+        scaled = weight * (self.rate * (0.0 + now))
+        on = cost[:, 1] + scaled * inv[:, 0]
+        for g in range(1, inv.shape[1]):
+            np.minimum(on, cost[:, g + 1] + scaled * inv[:, g], out=on)
+        cost_rows, inv_rows, weights = cost.tolist(), inv.tolist(), weight.tolist()
+
+        def on_at(i: int, stretch: int) -> float:
+            scaled = weights[i] * self._rebuild_s(c, i, stretch)
+            row, inv_i = cost_rows[i], inv_rows[i]
+            best: float = row[1] + scaled * inv_i[0]
+            for g in range(1, len(inv_i)):
+                best = min(best, row[g + 1] + scaled * inv_i[g])
+            return best
+
+        self._program.walk(off, on.tolist(), on_at)
 
     def _flush(self) -> None:
         c = self._chunk
@@ -333,8 +358,7 @@ class Recorder:
         if self.gamma_max == 0:
             self._off_only += float((weight * per_token[:, 0]).sum())
         else:
-            rebuild = self._rebuild(c) if self.skip else None
-            self._program.walk(*program_costs(weight, per_token, tokens, rebuild))
+            self._walk(c, weight, per_token, tokens)
         # The excess of each step's chosen gamma over its cheapest (rebuilds aside).
         top = np.minimum(np.asarray(c.top), self.gamma_max)
         chosen = per_token[np.arange(m), top]
