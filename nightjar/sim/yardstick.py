@@ -334,11 +334,10 @@ class Recorder:
         on = cost[:, 1] + scaled * inv[:, 0]
         for g in range(1, inv.shape[1]):
             np.minimum(on, cost[:, g + 1] + scaled * inv[:, g], out=on)
-        cost_rows, inv_rows, weights = cost.tolist(), inv.tolist(), weight.tolist()
 
-        def on_at(i: int, stretch: int) -> float:
-            scaled = weights[i] * self._rebuild_s(c, i, stretch)
-            row, inv_i = cost_rows[i], inv_rows[i]
+        def on_at(i: int, stretch: int) -> float:  # (rare: the rows are read here)
+            scaled = float(weight[i]) * self._rebuild_s(c, i, stretch)
+            row, inv_i = cost[i].tolist(), inv[i].tolist()
             best: float = row[1] + scaled * inv_i[0]
             for g in range(1, len(inv_i)):
                 best = min(best, row[g + 1] + scaled * inv_i[g])
