@@ -130,6 +130,7 @@ class Recorder:
         # Per step shape: (price less the prompt work, the prompt work) per gamma.
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, list[float]]] = {}
         self._decode: dict[tuple[int, int, int, bool], np.ndarray] = {}
+        self._prompt: dict[tuple[int, int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._pricer = StepPricer(profile)  # the engine's prices, bit for bit, memoised
         self._chunk = Chunk(bound.CHUNK, gamma_max, self._window, skip)
         self._program = Program()
@@ -257,16 +258,27 @@ class Recorder:
             decode = self._decode[dkey] = self._decode_prices(key, n, n_spec, draft_loaded, sync)
         if not prefill_tokens:
             return decode, [0.0] * (self.gamma_max + 1)
-        total = np.empty(self.gamma_max + 1)
+        pkey = (n, n_spec, prefill_tokens, draft_loaded)
+        parts = self._prompt.get(pkey)
+        if parts is None:
+            parts = self._prompt[pkey] = self._prompt_prices(n, n_spec, prefill_tokens,
+                                                             draft_loaded, sync)
+        prompt, full = parts
+        return np.subtract(decode + full, prompt), prompt.tolist()
+
+    def _prompt_prices(self, n: int, n_spec: int, prefill_tokens: int, draft_loaded: bool,
+                       sync: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Per gamma: the target's part of the step's prompt work, and the whole of it
+        (the draft's prefill too where it runs)."""
         prompt = np.empty(self.gamma_max + 1)
+        full = np.empty(self.gamma_max + 1)
         prompt_s = self._pricer.prompt_s
         for g in range(self.gamma_max + 1):
             k = g if n_spec else 0
             # Gamma 0 as the run had it; speculating needs the draft.
             draft_runs = (draft_loaded if g == 0 else True) and (k > 0 or sync)
-            prompt[g], full = prompt_s(n, n + g * n_spec, prefill_tokens, draft_runs)
-            total[g] = decode[g] + full
-        return np.subtract(total, prompt), prompt.tolist()
+            prompt[g], full[g] = prompt_s(n, n + g * n_spec, prefill_tokens, draft_runs)
+        return prompt, full
 
     def _decode_prices(self, key: tuple[int, int, int, int, bool], n: int, n_spec: int,
                        draft_loaded: bool, sync: bool) -> np.ndarray:
