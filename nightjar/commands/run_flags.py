@@ -15,6 +15,9 @@ from typing import Any
 
 from nightjar.config import CHOICES, RunConfig, flag_of
 
+if typing.TYPE_CHECKING:
+    from nightjar.profile.model import Profile
+
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _TYPES = typing.get_type_hints(RunConfig)
 
@@ -50,6 +53,11 @@ def add_run_flags(
         elif name in CHOICES:
             parser.add_argument(flag, dest=name, choices=list(CHOICES[name]), default=default,
                                 help=text)
+        elif name == "gamma_max" and default == f.default:
+            # None: not given, so it may follow a profile whose table stops lower.
+            parser.add_argument(flag, dest=name, type=int, default=None, metavar="N",
+                                help=f"{text} (default: {default}, or the profile's"
+                                " longest where its table stops before)")
         else:
             kind = _kind(name)
             metavar = {int: "N", float: "S"}.get(kind, "SPEC")
@@ -71,5 +79,18 @@ def run_config(args: argparse.Namespace, only: Collection[str] | None = None) ->
             value = tuple(value)
         elif name == "offload":
             value = value == "on"
+        elif name == "gamma_max" and value is None:
+            continue  # not given: the field's default (see within_profile)
         values[name] = value
     return RunConfig.build(values, spell=flag_of)
+
+
+def within_profile(config: RunConfig, args: argparse.Namespace, profile: Profile) -> RunConfig:
+    """``config`` with a ``--gamma-max`` the user did not give lowered to the longest
+    the profile's table prices (a profile measured with ``nightjar profile``'s default
+    gammas 0..3 under the default 4); one given past the table stays, and
+    :meth:`RunConfig.check_profile` refuses it."""
+    if getattr(args, "gamma_max", 0) is None and 1 <= profile.gamma_max < config.gamma_max:
+        return RunConfig.build({**dataclasses.asdict(config), "gamma_max": profile.gamma_max},
+                               spell=flag_of)
+    return config

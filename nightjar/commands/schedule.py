@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nightjar.commands.run_flags import add_run_flags, run_config
+from nightjar.commands.run_flags import add_run_flags, run_config, within_profile
 from nightjar.config import flag_of
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     base = _base_config(args.speculative_config)
     config = run_config(args, only=FIELDS)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
+    config = within_profile(config, args, profile)
     config.check_profile(profile, flag_of)
     search = TableSearch(profile, load_trace(args.trace), config.sim_config(), args.metric,
                          _edges(args.buckets), args.passes)

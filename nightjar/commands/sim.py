@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from nightjar.commands.run_flags import add_run_flags, run_config
+from nightjar.commands.run_flags import add_run_flags, run_config, within_profile
 from nightjar.config import RunConfig, flag_of
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
@@ -95,6 +95,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}")
     trace = load_trace(args.trace).rate_scaled(config.rate_scale)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
+    config = within_profile(config, args, profile)
     config.check_profile(profile, flag_of)
     runs = config.specs()
     cfg = config.sim_config()
