@@ -33,7 +33,7 @@ def test_help_has_no_rst_markup(name: str) -> None:
 
 def test_help_shows_defaults() -> None:
     text = parsers()["nightjar sim"].format_help()
-    assert "(default: 4)" in text  # --gamma-max
+    assert "(default: 4, or the profile's longest" in " ".join(text.split())  # --gamma-max
     assert f"(default: {DEFAULT_DRAFT_KV})" in text
     live = parsers()["nightjar live"].format_help()
     assert "(default: 256)" in live and "(default: drain)" in live  # --max-num-seqs

@@ -45,6 +45,10 @@ def _cli_default(action: argparse.Action) -> Any:
         return None  # append: absent means the field's default set
     if action.dest == "offload":
         return action.default == "on"
+    if action.dest == "gamma_max" and action.default is None:
+        # Not given: the field's default, or the profile's longest gamma where its
+        # table stops before (tests/test_sim_gamma_default.py).
+        return FIELDS["gamma_max"]
     return action.default
 
 

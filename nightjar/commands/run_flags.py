@@ -32,9 +32,11 @@ def add_run_flags(
     parser: argparse.ArgumentParser,
     only: Collection[str] | None = None,
     defaults: Mapping[str, Any] | None = None,
+    gamma_from_profile: bool = False,
 ) -> None:
     """One flag per field (``only`` those), with the field's default unless ``defaults``
-    gives another."""
+    gives another. ``gamma_from_profile``: ``--gamma-max`` defaults to None (not given),
+    for :func:`within_profile` to resolve against the run's profile."""
     for name, f in _FIELDS.items():
         if only is not None and name not in only:
             continue
@@ -53,7 +55,7 @@ def add_run_flags(
         elif name in CHOICES:
             parser.add_argument(flag, dest=name, choices=list(CHOICES[name]), default=default,
                                 help=text)
-        elif name == "gamma_max" and default == f.default:
+        elif name == "gamma_max" and gamma_from_profile:
             # None: not given, so it may follow a profile whose table stops lower.
             parser.add_argument(flag, dest=name, type=int, default=None, metavar="N",
                                 help=f"{text} (default: {default}, or the profile's"

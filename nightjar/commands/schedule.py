@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--profile", default=None,
                    help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
     p.add_argument("--trace", default="burst", help="the load: a bundled trace name or path")
-    add_run_flags(p, only=FIELDS)
+    add_run_flags(p, only=FIELDS, gamma_from_profile=True)
     p.add_argument("--metric", choices=list(METRICS), default="e2e",
                    help="what the table minimises (e2e, tpot, ttft: means) or maximises "
                    "(throughput, goodput)")

@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--trace", default="burst", help="bundled trace name or path (default: burst)")
     p.add_argument("--profile", default=None,
                    help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
-    add_run_flags(p)
+    add_run_flags(p, gamma_from_profile=True)
     p.add_argument(
         "--seeds", type=int, default=1, metavar="N",
         help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
