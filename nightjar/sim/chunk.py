@@ -25,15 +25,14 @@ class Chunk:
     left (their step, id and minus what they had left), whose drafts past their end
     are taken off ``reach`` when the chunk is priced. Tables: ``reach`` (per gamma,
     the recorder's fixed-point sum of the tokens beyond one per request), and in skip
-    mode ``starts`` and ``prompts``, its rings
-    (:class:`nightjar.sim.yardstick.Recorder`) as the step saw them."""
+    mode ``rings``, its two rings (decode starts, prompt chunks:
+    :class:`nightjar.sim.yardstick.Recorder`) as the step saw them."""
 
     def __init__(self, size: int, gamma_max: int, window: int, skip: bool) -> None:
         self.n = 0
         self.reach = np.zeros((size, gamma_max + 1), dtype=np.int64)
         rings = size if skip else 0
-        self.starts = np.zeros((rings, window), dtype=np.int64)
-        self.prompts = np.zeros((rings, window), dtype=np.int64)
+        self.rings = np.zeros((rings, 2, window), dtype=np.int64)  # starts, prompts
         self.clear()
 
     def clear(self) -> None:

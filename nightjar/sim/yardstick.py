@@ -125,8 +125,9 @@ class Recorder:
         self.prompt_at = [-1.0] * num_requests  # half-step key of the prefill
         self.prompt_tokens = [0] * num_requests
         self._window = MAX_STRETCH + 1
-        self._starts = np.zeros(self._window, dtype=np.int64)
-        self._prompts = np.zeros(self._window, dtype=np.int64)
+        # Both rings in one table, so a step copies them at once.
+        self._rings = np.zeros((2, self._window), dtype=np.int64)
+        self._starts, self._prompts = self._rings
         # Per step shape: (price less the prompt work, the prompt work) per gamma.
         self._prices: dict[tuple[int, int, int, int, bool], tuple[np.ndarray, list[float]]] = {}
         self._decode: dict[tuple[int, int, int, bool], np.ndarray] = {}
@@ -231,15 +232,13 @@ class Recorder:
         # run's own schedule then costs the program what it cost the engine.
         c.own.append(step_s - switch_s - fixed if uniform else math.nan)
         if self.skip:
-            c.starts[i] = self._starts
-            c.prompts[i] = self._prompts
+            c.rings[i] = self._rings
         self._own_s += n * step_s
         c.n += 1
         self.t += 1
         if self.skip:  # the ring's oldest slot becomes the new step's
             slot = self.t % self._window
-            self._starts[slot] = 0
-            self._prompts[slot] = 0
+            self._rings[:, slot] = 0
         if c.n == c.reach.shape[0]:
             self._flush()
 
@@ -321,9 +320,9 @@ class Recorder:
         stretch step it decoded, and the prompts prefilled since the stretch began."""
         back = (c.t[i] - np.arange(stretch + 1)) % self._window  # ring slots, d steps back
         # A request that began decoding d < stretch steps back decoded d of them.
-        began = c.starts[i, back[:stretch]]
+        began = c.rings[i, 0, back[:stretch]]
         decoded = stretch * c.batch[i] - int(np.dot(stretch - np.arange(stretch), began))
-        prompt = int(c.prompts[i, back].sum())
+        prompt = int(c.rings[i, 1, back].sum())
         return self.rate * float(decoded + prompt)
 
     def _walk(self, c: Chunk, weight: np.ndarray, per_token: np.ndarray,
@@ -341,7 +340,7 @@ class Recorder:
         m = c.n
         # Right after a speculating step only a prompt run in this very step (V0) is
         # missing from the draft.
-        now = c.prompts[np.arange(m), np.asarray(c.t) % self._window]
+        now = c.rings[np.arange(m), 1, np.asarray(c.t) % self._window]
         scaled = weight * (self.rate * (0.0 + now))
         on = cost[:, 1] + scaled * inv[:, 0]
         for g in range(1, inv.shape[1]):
