@@ -20,7 +20,9 @@ class Policy(Protocol):
 
     Optional class attribute ``uses_request_info = True``: the engine then fills the
     per-request fields of contexts and outcomes (ids, acceptance estimates, and in
-    the simulator the true rates); others skip that per-step cost.
+    the simulator the true rates); others skip that per-step cost. Optional class
+    attribute ``ignores_context = True``: ``decide`` reads nothing of its context, so
+    the simulator need not count what a step will admit (``batch_size``) for it.
     """
 
     name: str

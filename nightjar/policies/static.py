@@ -20,6 +20,7 @@ class FixedPolicy:
 
     gamma: int
     name: str = "fixed"
+    ignores_context = True  # (a class attribute: nightjar.core.policy.Policy)
 
     def decide(self, ctx: StepContext) -> int:
         return self.gamma

@@ -109,6 +109,10 @@ class Engine:
         self.steps: list[StepRecord] = []
         self.on_step = on_step
         self.wants_requests = bool(getattr(policy, "uses_request_info", False))
+        # A policy that reads nothing of its context, with no memory controller that
+        # reads the batch, is told the decoding count: every count above 0 gives the
+        # same step, and counting what a step admits is a pass over the queue.
+        self._count_batch = not getattr(policy, "ignores_context", False) or config.offload
         # Batch sizes and contexts outside the profile's table are priced at its edge
         # (Profile.clamp, shared with the policies and the memory controller) and
         # counted (``context_clamped_steps`` in the run's summary), never extrapolated.
@@ -290,9 +294,8 @@ class Engine:
         # The mean context of the decoding requests, from the integer sum (exactly
         # numpy's mean of the int column), and the largest.
         top = float(np.maximum.reduce(b.state[CTX, :n])) if n else 0.0
-        ctx = self._context(
-            now, n, self._step_batch(n), self._ctx_sum / n if n else 0.0, top
-        )
+        batch = self._step_batch(n) if self._count_batch or not n else n
+        ctx = self._context(now, n, batch, self._ctx_sum / n if n else 0.0, top)
         step = self.driver.plan(ctx)
         before = b.n
         self.draft.start(step.action, self._preempt_last, self._forget_draft_kv)
