@@ -20,7 +20,9 @@ class FixedPolicy:
 
     gamma: int
     name: str = "fixed"
-    ignores_context = True  # (a class attribute: nightjar.core.policy.Policy)
+    # decide reads nothing of its context (nightjar.core.policy.Policy): a subclass
+    # whose decide reads it sets this False.
+    ignores_context = True
 
     def decide(self, ctx: StepContext) -> int:
         return self.gamma
