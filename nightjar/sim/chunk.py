@@ -1,11 +1,13 @@
 """The bound's recorder buffers what it needs of up to ``bound.CHUNK`` decode steps
 here (:mod:`nightjar.sim.yardstick`), then prices them together.
 
-Nothing here is per request: the recorder keeps its sums over the decoding requests
-as they join and leave, so a step stores a few scalars and one row per table.
-Scalars go to lists (an append costs tens of nanoseconds, a write into a numpy slot
-hundreds); the rows go to preallocated tables, reused chunk after chunk. Invariant:
-every list and the first ``n`` rows of every table hold one entry per step.
+Almost nothing here is per request: the recorder keeps its sums over the decoding
+requests as they join and leave, so a step stores a few scalars and one row per
+table, plus the few requests within ``gamma_max`` tokens of their end. Scalars go to
+lists (an append costs tens of nanoseconds, a write into a numpy slot hundreds); the
+rows go to preallocated tables, reused chunk after chunk. Invariant: every per-step
+list and the first ``n`` rows of every table hold one entry per step; the ``near_*``
+lists hold one entry per such request, ``near_step`` naming its step.
 """
 
 from __future__ import annotations
