@@ -483,9 +483,12 @@ def force_cases(f: Fixtures) -> list[Case]:
                                 "--force"],
                           signal=sig, signal_after=3.0, check=_no_debris(o.parent)))
         o = f.out_dir(f"signal/sweep/{sig}")
+        # 30 cells (about 10 s of work on the 2-core machine): the signal must land
+        # mid-sweep however fast the simulator gets (3 cells once took 4 s, then less).
         cases.append(Case(f"signal/sweep/{sig}", "signal", "interrupted",
                           argv=_sweep(f, o, "--trace", "burst", "--policy", "nospec",
-                                      "--policy", "fixed:1", "--policy", "fixed:2"),
+                                      "--policy", "fixed:1", "--policy", "fixed:2",
+                                      "--seeds", "10"),
                           signal=sig, signal_after=4.0, check=_no_debris(o)))
     return cases
 
