@@ -328,16 +328,15 @@ def within_prior(given: int | None, gamma_max: int, profile: str | None) -> int:
     """``gamma_max`` held to the gammas the ``--profile`` prices: past its table a
     lookup returns the top gamma's time, so longer speculation would look free to a
     policy planning with it. A default is lowered; a ``--gamma-max`` given is refused."""
+    from nightjar.core.defaults import gamma_max_within
     from nightjar.live.profiling.latency import priced_gamma_max
 
     top = None if profile is None else priced_gamma_max(profile)
-    if top is None or gamma_max <= top:
-        return gamma_max
-    if given is not None:
+    if given is not None and top is not None and gamma_max > top:
         raise NightjarInputError(
             f"--gamma-max {given} exceeds the --profile's table (gamma <= {top}): "
             f"pass --gamma-max {top}, or profile with --gammas 0..{given}")
-    return top
+    return gamma_max_within(gamma_max, given is not None, top)
 
 
 def _reload_cost(args: argparse.Namespace, profile: str | None, memory: Any) -> float | None:

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from nightjar.config import CHOICES, RunConfig, flag_of
+from nightjar.core.defaults import gamma_max_within
 
 if typing.TYPE_CHECKING:
     from nightjar.profile.model import Profile
@@ -92,7 +93,10 @@ def within_profile(config: RunConfig, args: argparse.Namespace, profile: Profile
     the profile's table prices (a profile measured with ``nightjar profile``'s default
     gammas 0..3 under the default 4); one given past the table stays, and
     :meth:`RunConfig.check_profile` refuses it."""
-    if getattr(args, "gamma_max", 0) is None and 1 <= profile.gamma_max < config.gamma_max:
-        return RunConfig.build({**dataclasses.asdict(config), "gamma_max": profile.gamma_max},
-                               spell=flag_of)
-    return config
+    # A table of gamma 0 alone leaves the default for check_profile to refuse (a
+    # simulated run needs gamma_max >= 1).
+    top = profile.gamma_max if profile.gamma_max >= 1 else None
+    gamma_max = gamma_max_within(config.gamma_max, getattr(args, "gamma_max", 0) is not None, top)
+    if gamma_max == config.gamma_max:
+        return config
+    return RunConfig.build({**dataclasses.asdict(config), "gamma_max": gamma_max}, spell=flag_of)

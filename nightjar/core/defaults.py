@@ -17,3 +17,11 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 # simulator has no limit (``RunConfig.max_model_len`` None): the length the tiny CPU
 # test models and short chat traces need.
 DEFAULT_MAX_MODEL_LEN = 2048
+
+
+def gamma_max_within(gamma_max: int, given: bool, top: int | None) -> int:
+    """The longest speculation a run may choose when its profile's table prices gammas
+    up to ``top`` (None: any). Past the table a lookup returns the top gamma's time,
+    so longer speculation would look free: a default (``given`` false) is lowered to
+    ``top``; a value the user gave is kept, for the caller to refuse past it."""
+    return top if not given and top is not None and top < gamma_max else gamma_max
