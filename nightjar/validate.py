@@ -61,7 +61,7 @@ class StepModelError:
     median_abs_pct: float
     mean_pct: float  # signed: > 0 means the profile predicts slower than measured
     by_bucket: pd.DataFrame  # batch-size bucket x gamma -> measured, predicted, error
-    clamped: int = 0  # of the steps, those priced at the table's edge (Profile.clamp)
+    clamped: int = 0  # of the steps, those priced off the table's grid (Profile.off_grid)
 
 
 def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
@@ -72,8 +72,8 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
     predicted = []
     clamped = 0
     for b, g, c in zip(s["batch_size"], s["gamma"], s["mean_context_len"], strict=True):
-        # Off the grid is priced at its edge (Profile.clamp, as in the simulator) and
-        # counted, never dropped: short prompts under a 128..512 grid are common.
+        # Off the grid is priced as the simulator prices it (Profile.clamp) and counted,
+        # never dropped: short prompts under a 128..512 grid are common.
         clamped += profile.off_grid(int(b), float(c))
         predicted.append(profile.step_time_s(int(b), int(g), float(c)))
     s = s.assign(predicted_s=predicted)

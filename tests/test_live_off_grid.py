@@ -1,5 +1,5 @@
-"""Issue 15: the live policies' lookups beyond the profile's grid (priced at its edge
-by ``Clamped``) reach the run's summary and the printed output, as the simulator's
+"""Issue 15: the live policies' lookups beyond the profile's grid (priced off it by
+``Clamped``) reach the run's summary and the printed output, as the simulator's
 ``context_clamped_steps`` does. Runs without vLLM: the scheduler's part is the
 ``Clamped`` object and the step log's summary record, both exercised here."""
 
@@ -45,7 +45,7 @@ def test_the_counter_reaches_the_live_summary_and_the_printed_lines(tmp_path: Pa
     assert row["off_grid_lookups"] == 1.0 and row["off_grid_steps"] == 1.0
     assert off_grid_lines([result]) == [
         "nightjar+: 1 profile lookups in 1 steps lay outside the profile's table and were "
-        "priced at its edge (off_grid_lookups)"
+        "priced off its grid (off_grid_lookups)"
     ]
     inside = RunResult(policy="nospec", engine="live", trace="t", profile="p", seed=0,
                        duration_s=1.0, requests=[], steps=[], extra={"off_grid_lookups": 0.0})

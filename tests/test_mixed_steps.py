@@ -179,7 +179,8 @@ def test_replaying_a_runs_steps_through_the_price_gives_its_step_times(
     assert by_kind["median_error_run_base_pct"].abs().max() < 1e-6
 
 
-def test_live_policy_lookups_off_the_grid_are_priced_at_the_edge_and_counted() -> None:
+def test_live_policy_lookups_off_the_grid_are_priced_as_the_profile_prices_and_counted(
+) -> None:
     from nightjar.live.profiling.latency import Clamped
 
     base = load_profile(DEFAULT_PROFILE)
@@ -187,10 +188,12 @@ def test_live_policy_lookups_off_the_grid_are_priced_at_the_edge_and_counted() -
     assert lat.step_time_s(4, 2, 512.0) == base.step_time_s(4, 2, 512.0)
     assert lat.off_grid_lookups == 0
     big = base.max_batch_size * 2
-    assert lat.step_time_s(big, 2, 1e9) == base.step_time_s(
+    # The context at its edge; the batch past the table, along its last segment.
+    assert lat.step_time_s(big, 2, 1e9) == base.step_time_s(big, 2, base.max_context_len)
+    assert lat.step_time_s(big, 2, 1e9) > base.step_time_s(
         base.max_batch_size, 2, base.max_context_len)
     assert lat.draft_forward_s(4, float("nan")) == base.draft_forward_s(4, base.min_context_len)
-    assert lat.off_grid_lookups == 2
+    assert lat.off_grid_lookups == 3
 
 
 def test_a_prompt_only_step_pays_the_drafts_it_proposes_for_its_prompts() -> None:

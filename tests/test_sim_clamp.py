@@ -42,3 +42,30 @@ def test_contexts_below_a_measured_grid_are_priced_and_counted() -> None:
         result = simulate(one_request(20, 30), profile, policy, SimConfig())
         assert np.isfinite(result.requests[0].finish_s)
         assert result.extra["context_clamped_steps"] > 0
+
+
+def test_batches_past_a_measured_grid_run_and_are_priced_past_it() -> None:
+    # Issue #21: a measured grid ends at B = 64 while the live engine runs up to 256.
+    # The simulator used to cap its batch at the grid's top, so an overload served 64
+    # at a time at B = 64 prices; now it keeps its own cap, as the engine does, and a
+    # batch past the grid costs more than the grid's top (along its last segment).
+    data = load_profile("a100-80gb/vicuna-13b+vicuna-68m").to_json()
+    data["decode"] = [r for r in data["decode"] if r[0] <= 64]
+    data["draft_forward"] = [r for r in data["draft_forward"] if r[0] <= 64]
+    profile = Profile.from_json(data, "b64.json")
+    n = 120
+    trace = Trace(
+        name="crowd", seed=0, arrival_s=np.zeros(n), prompt_tokens=np.full(n, 64),
+        output_tokens=np.full(n, 40), workload=np.array(["sharegpt"] * n, dtype=object),
+        acceptance=np.full(n, np.nan),
+    )
+    result = simulate(trace, profile, "fixed:2", SimConfig(max_num_seqs=100))
+    big = [s for s in result.steps if s.batch_size > 64 and not s.prefill_tokens]
+    assert big and max(s.batch_size for s in result.steps) == 100
+    assert result.extra["context_clamped_steps"] >= len(big)
+    for s in big:
+        if s.drafted != 2 * s.batch_size:  # a request near its end drafts fewer
+            continue
+        assert s.step_time_s == pytest.approx(
+            profile.step_time_s(s.batch_size, 2, s.mean_context_len), rel=1e-9)
+        assert s.step_time_s > profile.step_time_s(64, 2, s.mean_context_len)

@@ -133,7 +133,7 @@ def test_short_contexts_under_a_128_grid_are_priced_at_its_edge(
     err = step_model_error(run, Profile.from_json(data, "grid128"))
     assert 0 < err.clamped <= err.steps
     assert main(["validate", "--live-run", str(run_dir), "--profile", str(path)]) == 0
-    assert "priced at its edge" in capsys.readouterr().out
+    assert "priced off its grid" in capsys.readouterr().out
 
 
 def test_agreement_over_repeats_averages_and_names_unresolved_pairs() -> None:

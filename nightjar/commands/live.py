@@ -755,7 +755,8 @@ def _write_step_tables(result_set: Any, out: Path) -> None:
 
 def off_grid_lines(results: list[Any]) -> list[str]:
     """One line per live run whose policy looked the profile up off its grid (the
-    summary's ``off_grid_lookups``, from ``Clamped``): those were priced at the edge."""
+    summary's ``off_grid_lookups``, from ``Clamped``): those were priced at the edge, or
+    past the largest batch along the table's last segment."""
     lines = []
     for r in results:
         lookups = int(r.extra.get("off_grid_lookups", 0.0))
@@ -763,7 +764,7 @@ def off_grid_lines(results: list[Any]) -> list[str]:
             steps = int(r.extra.get("off_grid_steps", 0.0))
             lines.append(
                 f"{r.policy}: {lookups} profile lookups in {steps} steps lay outside the "
-                "profile's table and were priced at its edge (off_grid_lookups)"
+                "profile's table and were priced off its grid (off_grid_lookups)"
             )
     return lines
 

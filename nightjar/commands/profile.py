@@ -103,7 +103,8 @@ def add_parser(sub: Any) -> None:
     )
     m = p.add_argument_group("measured profiling (vLLM)")
     m.add_argument("--batch-sizes", default="1,2,4,8,16,32,64",
-                   help="decode batch sizes (default up to `nightjar live`'s max_num_seqs)")
+                   help="decode batch sizes (default 1..64; a larger batch is priced along "
+                   "the table's last segment)")
     m.add_argument("--gammas", default="0,1,2,3", help="speculation lengths, 0..G")
     m.add_argument("--contexts", default="32,512",
                    help="mean decode context lengths (default: short chat turns to 512; "

@@ -85,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
                 f"note: the {live.policy} run was written by the {live.engine} engine"
             )
     if args.max_num_seqs > profile.max_batch_size:
-        console.print(f"note: the profile's largest batch is {profile.max_batch_size}; the "
-                      f"simulator runs at most that many requests (live: {args.max_num_seqs})")
+        console.print(f"note: the profile's largest batch is {profile.max_batch_size}; "
+                      f"larger ones (up to {args.max_num_seqs}) are priced along its last "
+                      "segment")
     staged = staged_out_dir(args.out, args.force) if args.out is not None else nullcontext(None)
     with staged as tmp:
         pairs = []
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{live.policy}: step-time model on {steps.steps} pure decode steps: "
                     f"median |error| {steps.median_abs_pct:.1f}%, mean error "
                     f"{steps.mean_pct:+.1f}% (> 0: the profile predicts slower than measured)"
-                    + (f"; {steps.clamped} steps outside the table, priced at its edge"
+                    + (f"; {steps.clamped} steps outside the table, priced off its grid"
                        if steps.clamped else "")
                 )
                 console.print(_table(steps.by_bucket, "step time by batch size and gamma"))

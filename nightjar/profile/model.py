@@ -18,10 +18,14 @@ Interpolation rule (the simulator relies on it):
   between its batch sizes (indexed by the decode tokens in the forward) and piecewise
   linear in prompt tokens from (0, 0); more tokens than its last column are priced as
   chunks of that column (:meth:`Profile.mixed_added_s`);
-* nothing is extrapolated: a batch size or context outside the grid is priced at the
-  grid's edge (:meth:`Profile.clamp`, the one clamp every caller shares; engines
-  count such steps as ``context_clamped_steps``); a prefill beyond the last row
-  raises :class:`ProfileRangeError` (callers split it into chunks).
+* past the largest batch size the decode and draft-forward tables go on along their
+  last segment, each entry linearly, never below the largest batch's value (a decode
+  step's work grows with the batch; held flat, a batch of 160 priced at a measured
+  grid's 64 cost half what it took on the CPU engine, reports/simulator/README.md);
+  below the smallest batch size, and outside the context grid, a lookup is priced at
+  the grid's edge (:meth:`Profile.clamp`, the one clamp every caller shares). Engines
+  count steps priced off the grid either way as ``context_clamped_steps``; a prefill
+  beyond the last row raises :class:`ProfileRangeError` (callers split it into chunks).
 
 A decode lookup costs about a microsecond (reports/profiles/README.md has the measurement).
 """
@@ -128,6 +132,19 @@ def _dense(
     return out
 
 
+def _beyond(grid_b: list[int], values: dict[int, list[float]], b: int) -> list[float]:
+    """The context row at a batch size past the grid: the last segment carried on,
+    entry by entry, never below the last batch size's entry (a grid of one batch
+    size, or an entry that fell along the last segment, stays flat)."""
+    hi = grid_b[-1]
+    top = values[hi]
+    if len(grid_b) < 2:
+        return list(top)
+    lo = grid_b[-2]
+    w = (b - lo) / (hi - lo)
+    return [y if y <= x else x + w * (y - x) for x, y in zip(values[lo], top, strict=True)]
+
+
 def _segment(grid: list[float], x: float) -> tuple[int, float]:
     """Index i and weight w such that x = grid[i] + w * (grid[i+1] - grid[i])."""
     if len(grid) == 1:
@@ -190,6 +207,11 @@ class Profile:
                 for s, d, v in zip(*cols, strict=True)
             ]
         self._draft_fwd = _dense(p.batch_sizes, p.draft_forward, bmax)
+        # What _extend carries past the grid, and the largest batch the dense rows hold.
+        self._grid_b = list(p.batch_sizes)
+        self._decode_src = {g: [p.decode[k][g] for k in range(3)] for g in p.gammas}
+        self._draft_src = p.draft_forward
+        self._top = bmax
         self._pf_tokens = [float(t) for t in p.prefill_tokens]
         self._pf_target = p.prefill_target_s
         self._pf_draft = p.prefill_draft_s
@@ -209,24 +231,39 @@ class Profile:
         return copy
 
     def clamp(self, batch_size: int, context_len: float) -> tuple[int, float]:
-        """The grid point a lookup is priced at: both axes clamped to the table's edges.
+        """The point a lookup is priced at: the context clamped to the table's edges,
+        the batch size raised to the smallest (a larger batch than the table's is
+        priced past it, along its last segment).
 
         The one clamp every lookup (engine, policies, memory controller, validator)
         goes through; a NaN context is priced at the smallest one.
         """
-        b = min(max(batch_size, self.min_batch_size), self.max_batch_size)
+        b = max(batch_size, self.min_batch_size)
         c = context_len if context_len >= self.min_context_len else self.min_context_len
         return b, min(c, self.max_context_len)
 
     def off_grid(self, batch_size: int, context_len: float) -> bool:
-        """Whether a lookup at this point is priced at the table's edge by :meth:`clamp`."""
-        return self.clamp(batch_size, context_len) != (batch_size, context_len)
+        """Whether a lookup at this point is priced off the measured grid: at an edge
+        (:meth:`clamp`) or past the largest batch size."""
+        return (batch_size > self.max_batch_size
+                or self.clamp(batch_size, context_len) != (batch_size, context_len))
+
+    def _extend(self, batch_size: int) -> None:
+        """Dense rows up to ``batch_size``, past the grid (:func:`_beyond`); each batch
+        size is computed once, when a lookup first asks for it."""
+        grid = self._grid_b
+        for b in range(self._top + 1, batch_size + 1):
+            for g, per_b in self._decode.items():
+                s, d, v = (_beyond(grid, src, b) for src in self._decode_src[g])
+                per_b.append((s, d, v))
+            self._draft_fwd.append(_beyond(grid, self._draft_src, b))
+        self._top = max(self._top, batch_size)
 
     def _row(self, batch_size: int, context_len: float) -> tuple[int, int, float]:
         # clamp() inlined: this runs several times per simulated step.
         b, c = batch_size, context_len
-        if b > self.max_batch_size:
-            b = self.max_batch_size
+        if b > self._top:
+            self._extend(b)
         elif b < self.min_batch_size:
             if b < 1:  # not a point off the grid but no batch at all: a caller's bug
                 raise ProfileRangeError(f"profile {self.name}: batch size {b} is not >= 1")
@@ -248,7 +285,7 @@ class Profile:
             )
         b, i, w = self._row(batch_size, context_len)
         row = per_b[b]
-        assert row is not None  # _row clamped the batch size into the table
+        assert row is not None  # _row raised the batch size into the table
         return row, i, w
 
     def decode_timing(self, batch_size: int, gamma: int, context_len: float) -> DecodeTiming:
@@ -267,14 +304,14 @@ class Profile:
         if per_b is None or b < self.min_batch_size:
             (s, _, _), i, w = self._lookup(batch_size, gamma, context_len)  # raises or clamps
             return s[i] if w == 0.0 else s[i] + w * (s[i + 1] - s[i])
-        if b > self.max_batch_size:
-            b = self.max_batch_size
+        if b > self._top:
+            self._extend(b)
         if not c >= self.min_context_len:  # also NaN
             c = self.min_context_len
         elif c > self.max_context_len:
             c = self.max_context_len
         row = per_b[b]
-        assert row is not None  # b is inside the table
+        assert row is not None  # b is inside the dense rows
         s = row[0]
         grid = self._ctx
         if len(grid) == 1:

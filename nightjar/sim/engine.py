@@ -113,9 +113,10 @@ class Engine:
         # reads the batch, is told the decoding count: every count above 0 gives the
         # same step, and counting what a step admits is a pass over the queue.
         self._count_batch = not getattr(policy, "ignores_context", False) or config.offload
-        # Batch sizes and contexts outside the profile's table are priced at its edge
-        # (Profile.clamp, shared with the policies and the memory controller) and
-        # counted (``context_clamped_steps`` in the run's summary), never extrapolated.
+        # Batch sizes and contexts outside the profile's table are priced at its edge,
+        # or past its largest batch along its last segment (Profile.clamp, shared with
+        # the policies and the memory controller), and counted
+        # (``context_clamped_steps`` in the run's summary).
         self.context_clamped_steps = 0
         self._draft_prefilled = False  # the draft ran over this step's prompt chunks
         # Idle longer than this with no transfer under way means no event can ever

@@ -19,7 +19,8 @@ in all) and ``prefill_tokens`` prompt tokens in one forward:
   decode table's draft adds from gamma 1 to K at that batch;
 - the switch: the draft's catch-up over ``lag`` tokens (``--draft-kv skip``).
 
-Lookups outside a table are priced at its edge; ``off_grid`` says so, for the count.
+Lookups outside a table are priced at its edge, or past its largest batch along its last
+segment (:mod:`nightjar.profile.model`); ``off_grid`` says so, for the count.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
@@ -117,10 +116,9 @@ def simulate(
     runs ``profile``. A request longer than the profile's ``max_model_len`` pin (or
     ``config.max_model_len``) is one that can never run.
     """
+    # A batch past the profile's largest is priced along its last segment
+    # (nightjar.profile.model), so the engine keeps its own batch cap, as live.
     cfg = config or SimConfig()
-    if cfg.max_num_seqs > profile.max_batch_size:
-        # The engine never runs a batch the profile cannot price.
-        cfg = dataclasses.replace(cfg, max_num_seqs=profile.max_batch_size)
     fit = fit_or_refuse(trace, profile, cfg, on_unfit)
     if alpha is None:
         alpha = request_acceptance(trace, profile, cfg.seed)

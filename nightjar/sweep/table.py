@@ -75,7 +75,7 @@ class TableSearch:
 
     @property
     def max_batch(self) -> int:
-        return min(self.config.max_num_seqs, self.profile.max_batch_size)
+        return self.config.max_num_seqs
 
     def buckets(self) -> list[tuple[int, int]]:
         top = self.max_batch

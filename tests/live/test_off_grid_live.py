@@ -1,5 +1,5 @@
 """Issue 15: a live run's summary counts the policy's profile lookups beyond the
-profile's grid (priced at its edge), as the simulator's ``context_clamped_steps``
+profile's grid (priced off it), as the simulator's ``context_clamped_steps``
 does, and ``nightjar live`` prints them. The profile is a bundled one cut to
 contexts >= 1024, so the tiny run's short contexts all lie below its grid."""
 

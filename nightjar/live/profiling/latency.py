@@ -184,9 +184,10 @@ def _context_slope(groups: list[list[tuple[float, float]]]) -> float:
 
 @dataclass(slots=True)
 class Clamped:
-    """A profile looked up at the nearest edge of its table (never raises mid-run),
-    through :meth:`Profile.clamp` as every engine prices; ``off_grid_lookups`` counts
-    the lookups priced at the edge, ``off_grid_steps`` the scheduler steps with at
+    """A profile looked up at the nearest edge of its table, or past its largest batch
+    along its last segment (never raises mid-run), through :meth:`Profile.clamp` as
+    every engine prices; ``off_grid_lookups`` counts the lookups priced off the
+    measured grid (:meth:`Profile.off_grid`), ``off_grid_steps`` the scheduler steps with at
     least one (:meth:`end_step`). Both go to the run's summary (:meth:`summary`), as
     the simulator's ``context_clamped_steps`` does."""
 
@@ -208,10 +209,9 @@ class Clamped:
         }
 
     def _clamp(self, batch_size: int, context_len: float) -> tuple[int, float]:
-        point = self.profile.clamp(batch_size, context_len)
-        if point != (batch_size, context_len):
+        if self.profile.off_grid(batch_size, context_len):
             self.off_grid_lookups += 1
-        return point
+        return self.profile.clamp(batch_size, context_len)
 
     def step_time_s(self, batch_size: int, gamma: int, context_len: float) -> float:
         p = self.profile

@@ -22,9 +22,11 @@ class ProfilePlan:
     draft: str | None  # the drafter's checkpoint; None for mtp, ngram, suffix
     target_name: str  # names stored in the profile
     draft_name: str
-    # Up to `nightjar live`'s max_num_seqs, and contexts from short chat turns (32) to
-    # 512 (every decode point prefills B prompts of its context first, so 1024 at
-    # B = 64 alone would add minutes): a lookup outside is priced at the edge.
+    # Batches to 64 (a larger one is priced along the last segment: within 5% up to
+    # 160 on the CPU engine, experiments/batch_extrapolation.py) and contexts from
+    # short chat turns (32) to 512 (every decode point prefills B prompts of its
+    # context first, so 1024 at B = 64 alone would add minutes); a context outside is
+    # priced at the edge.
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     gammas: tuple[int, ...] = (0, 1, 2, 3)
     contexts: tuple[int, ...] = (32, 512)
