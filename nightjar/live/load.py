@@ -173,7 +173,10 @@ def available() -> bool:
 class LoadMeter:
     """``with LoadMeter(cores) as meter: ...`` then ``meter.record``.
 
-    ``cores``: the cores the engine runs on (default: this process's affinity).
+    ``cores``: the cores the engine runs on (default: this process's affinity). Leave
+    the block while the engine's processes still run: one that exited unreaped by a
+    process of ours (vLLM's workers at shutdown) takes its ticks with it, and they
+    would read as foreign.
     """
 
     def __init__(self, cores: tuple[int, ...] | None = None, root: int | None = None) -> None:

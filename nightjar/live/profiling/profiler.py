@@ -377,10 +377,13 @@ def measure_profile(
     total = window_count(plan)
     label = "measured windows"
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp, LoadMeter() as meter:
+    with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
         say(f"starting 2 engines (no draft; draft, every gamma interleaved) for {total} "
             "windows")
-        with _engines(plan, Path(tmp), (NODRAFT, DRAFT)) as engines:
+        # The meter's last reading must see the engines' processes alive: once shut
+        # down (and not always reaped into ours), their CPU time would read as foreign
+        # (45% on a quiet machine, with the meter around the engines' teardown).
+        with _engines(plan, Path(tmp), (NODRAFT, DRAFT)) as engines, LoadMeter() as meter:
             session = _Session(plan, engines, lambda k: tick(label, k, total) if tick else None)
             estimate = _warm_and_estimate(session)
             say(f"engines up in {time.monotonic() - started:.0f} s; the grid should take about "
