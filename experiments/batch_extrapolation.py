@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
+
+from tiny_engine import nospec_engine  # the sibling script in this folder
 
 
 def main() -> None:
@@ -31,24 +31,16 @@ def main() -> None:
     parser.add_argument("--output", type=int, default=24)
     args = parser.parse_args()
 
-    from nightjar.live.plugins.engine import EngineSpec, open_llm, prepare_env
-    from nightjar.live.settings import LiveSettings
+    from nightjar.live.plugins.engine import open_llm, prepare_env
     from nightjar.live.steplog import read_log
-    from nightjar.live.tiny import build
 
     prepare_env()
     import numpy as np
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    work = Path(tempfile.mkdtemp(prefix="nj-batch-"))
-    models = build(work / "models")
-    log = work / "steps.jsonl"
     top = max(args.batch)
-    spec = EngineSpec(str(models.target), None,
-                      LiveSettings(policy="nospec", gamma_max=0, step_log=str(log)),
-                      max_num_seqs=top, max_num_batched_tokens=top * args.prompt,
-                      speculate=False)
+    spec, log = nospec_engine("nj-batch-", top, max_num_batched_tokens=top * args.prompt)
     rng = np.random.default_rng(0)
     params = SamplingParams(temperature=0.0, max_tokens=args.output, ignore_eos=True)
     spans: list[tuple[int, float, float]] = []

@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
+
+from tiny_engine import nospec_engine  # the sibling script in this folder
 
 
 async def _request(engine: Any, rid: str, prompt: int, output: int, rng: Any) -> None:
@@ -67,17 +67,10 @@ async def _main(args: argparse.Namespace) -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
-    from nightjar.live.settings import LiveSettings
+    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
     from nightjar.live.steplog import read_log
-    from nightjar.live.tiny import build
 
-    work = Path(tempfile.mkdtemp(prefix="nj-churn-"))
-    models = build(work / "models")
-    log = work / "steps.jsonl"
-    spec = EngineSpec(str(models.target), None,
-                      LiveSettings(policy="nospec", gamma_max=0, step_log=str(log)),
-                      max_num_seqs=args.batch, speculate=False)
+    spec, log = nospec_engine("nj-churn-", args.batch)
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(spec)))
     rng = np.random.default_rng(0)
     spans: list[tuple[int, str, float, float]] = []

@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
+
+from tiny_engine import nospec_engine  # the sibling script in this folder
 
 MODES = ("stream", "stream-ids", "final")
 
@@ -60,17 +60,10 @@ async def _main(args: argparse.Namespace) -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
-    from nightjar.live.settings import LiveSettings
+    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
     from nightjar.live.steplog import read_log
-    from nightjar.live.tiny import build
 
-    work = Path(tempfile.mkdtemp(prefix="nj-frontend-"))
-    models = build(work / "models")
-    log = work / "steps.jsonl"
-    spec = EngineSpec(str(models.target), None,
-                      LiveSettings(policy="nospec", gamma_max=0, step_log=str(log)),
-                      max_num_seqs=max(args.batch), speculate=False)
+    spec, log = nospec_engine("nj-frontend-", max(args.batch))
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(spec)))
     windows: list[tuple[str, int, float, float]] = []
     try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
+
+from tiny_engine import nospec_engine  # the sibling script in this folder
 
 
 def main() -> None:
@@ -27,22 +27,15 @@ def main() -> None:
     parser.add_argument("--gaps", type=float, nargs="+", default=[0.0, 0.3, 1.0, 3.0])
     args = parser.parse_args()
 
-    from nightjar.live.plugins.engine import EngineSpec, open_llm, prepare_env
-    from nightjar.live.settings import LiveSettings
+    from nightjar.live.plugins.engine import open_llm, prepare_env
     from nightjar.live.steplog import read_log
-    from nightjar.live.tiny import build
 
     prepare_env()
     import numpy as np
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    work = Path(tempfile.mkdtemp(prefix="nj-idle-"))
-    models = build(work / "models")
-    log = work / "steps.jsonl"
-    spec = EngineSpec(str(models.target), None,
-                      LiveSettings(policy="nospec", gamma_max=0, step_log=str(log)),
-                      max_num_seqs=8, speculate=False)
+    spec, log = nospec_engine("nj-idle-", 8)
     rng = np.random.default_rng(0)
     params = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     marks: list[tuple[float, float]] = []  # (gap, submit time)
