@@ -77,12 +77,19 @@ def test_bad_tables_are_one_line_errors(tmp_path: Path) -> None:
         load_latency("no-such-profile")
 
 
-def test_profile_is_clamped_to_its_table() -> None:
+def test_profile_is_clamped_to_its_table_and_carried_past_its_largest_batch() -> None:
     latency, alpha = load_latency("a100-80gb/vicuna-13b+vicuna-68m")
     assert isinstance(latency, Clamped) and alpha is None
     p = latency.profile
     edge = p.step_time_s(p.max_batch_size, p.gamma_max, p.max_context_len)
-    assert latency.step_time_s(10 * p.max_batch_size, 99, 1e9) == edge
+    # gamma and context clamp to the table's edge; the batch is priced past it,
+    # along the last segment, never cheaper than the largest measured batch.
+    big = 10 * p.max_batch_size
+    priced = latency.step_time_s(big, 99, 1e9)
+    assert priced == p.step_time_s(big, p.gamma_max, p.max_context_len)
+    assert priced > edge
+    assert latency.step_time_s(p.max_batch_size, 99, 1e9) == edge
+    assert latency.off_grid_lookups == 2
 
 
 def test_context_slope_is_pooled_over_gammas() -> None:
