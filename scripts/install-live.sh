@@ -28,7 +28,7 @@ if [ "$have_vllm" != "0.32.0" ]; then
 fi
 # Ignore "not installed" so a second run succeeds.
 "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-"${pip[@]}" install -e "$repo" pytest
+"${pip[@]}" install -e "$repo" pytest "pytest-xdist>=3.5"
 # vLLM's suffix drafter needs arctic-inference (built from source here: a C++ suffix
 # tree). Best effort: without it the suffix drafter's live test skips, nothing else.
 # 0.3.0 is the release checked with vLLM 0.32.0 on CPU (vLLM's hint names 0.1.1).
