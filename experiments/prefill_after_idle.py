@@ -3,13 +3,12 @@ before each: does a step that wakes an idle engine cost more than the profile sa
 
     .venv/bin/python experiments/prefill_after_idle.py BENCH_DIR PROFILE
 
-Reads every ``round-*/<policy>/steps.csv`` of a ``nightjar bench live`` folder, prices
-each prefill-only step (batch 0, prompt tokens > 0) as the simulator does
-(:class:`nightjar.sim.price.StepPricer`: the target's prefill curve, plus the draft's
-prefill and further passes where the run had a draft), and prints, per bucket of the
-idle time before the step (its start less the previous step's end), the steps, the
-live / priced ratio and the extra milliseconds. Pure reading: the figures are the
-step logs'.
+Reads a ``nightjar bench live`` folder (:func:`nightjar.results.bench.read_bench`),
+prices each run's prefill-only steps as ``nightjar validate`` does
+(:func:`nightjar.validate.priced_steps`, with the draft-KV mode the benchmark ran),
+and prints, per bucket of the idle time before the step (its start less the previous
+step's end), the steps, the live / priced ratio and the extra milliseconds. Pure
+reading: the figures are the step logs'.
 """
 
 from __future__ import annotations
@@ -19,35 +18,37 @@ from pathlib import Path
 
 import pandas as pd
 
-from nightjar.profile.model import load_profile
-from nightjar.sim.price import StepPricer
+from nightjar.errors import NightjarInputError
+from nightjar.profile.model import Profile, load_profile
+from nightjar.results.bench import read_bench
+from nightjar.validate import priced_steps
 
 GAPS = (-1.0, 0.1, 1.0, 1e9)  # seconds of idle before the step: bucket edges
 
 
-def rows(bench: Path, pricer: StepPricer) -> pd.DataFrame:
+def rows(bench: Path, profile: Profile) -> pd.DataFrame:
+    record = read_bench(bench)
+    sync = record.meta.get("draft_kv") == "sync"
     out = []
-    for path in sorted(bench.glob("round-*/*/steps.csv")):
-        policy = path.parent.name
-        draft = not policy.startswith("nospec")
-        steps = pd.read_csv(path)
-        steps["idle_s"] = steps.time_s - (steps.time_s + steps.step_time_s).shift(1)
-        prefill_only = steps[(steps.batch_size == 0) & (steps.prefill_tokens > 0)]
-        cols = ("prefill_tokens", "gamma", "idle_s", "step_time_s")
-        columns = [prefill_only[c].tolist() for c in cols]
-        for tokens, gamma, idle, live in zip(*columns, strict=True):
-            priced = pricer.price(0, 0, 0, 0.0, int(tokens), draft, False, 0, int(gamma), 0)[0]
-            out.append((policy, int(tokens), idle, live, priced))
-    return pd.DataFrame(out, columns=["policy", "tokens", "idle_s", "live_s", "priced_s"])
+    for run in record.runs:
+        steps = run.result.steps_frame()
+        idle = steps.time_s - (steps.time_s + steps.step_time_s).shift(1)
+        priced = priced_steps(run.result, profile, sync).assign(idle_s=idle)
+        out.append(priced[priced.kind == "prefill"].assign(label=run.label))
+    df = pd.concat(out) if out else pd.DataFrame()
+    return df.rename(columns={"step_time_s": "live_s"})
 
 
 def main() -> None:
     if len(sys.argv) != 3:
         raise SystemExit("usage: prefill_after_idle.py BENCH_DIR PROFILE")
-    bench, profile = Path(sys.argv[1]), load_profile(sys.argv[2])
-    df = rows(bench, StepPricer(profile))
+    bench = Path(sys.argv[1])
+    try:
+        df = rows(bench, load_profile(sys.argv[2]))
+    except NightjarInputError as exc:  # a missing or damaged folder or profile: one line
+        raise SystemExit(f"prefill_after_idle: {exc}") from None
     if df.empty:
-        raise SystemExit(f"{bench}: no prefill-only step in any round's steps.csv")
+        raise SystemExit(f"{bench}: no prefill-only step in any run")
     df["ratio"] = df.live_s / df.priced_s
     df["extra_ms"] = 1e3 * (df.live_s - df.priced_s)
     first = df.idle_s.isna()  # a run's first step: no step before it

@@ -98,21 +98,10 @@ def step_model_error(run: RunResult, profile: Profile) -> StepModelError:
 STEP_KINDS = ("decode", "mixed", "prefill")
 
 
-def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
-    """Every live step's composition priced by the simulator's price function.
-
-    Per kind of step (pure ``decode``; ``mixed``: decodes and prompt tokens in one
-    step; ``prefill``: prompt tokens only): steps, their measured and priced total
-    seconds, the error of the total, the median per-step error and |error|, and the
-    steps priced at a table's edge. This isolates the step-price model from
-    scheduling: the same steps, not the simulator's own.
-
-    ``median_error_run_base_pct``: the median per-step error with every price put in
-    the run's own time base, i.e. scaled by the median live/priced ratio of its pure
-    decode steps. A machine that ran the whole run slower than when the profile was
-    measured (load on a shared host) then drops out, and what is left is the shape
-    of the price (how one kind of step is priced against another).
-    """
+def priced_steps(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
+    """The run's steps (those that ran a batch or a prompt), each with the simulator's
+    price of its composition: ``priced_s``, ``edge`` (priced at a table's edge),
+    ``kind`` (``STEP_KINDS``) and ``error_pct`` (priced against measured)."""
     from nightjar.policies.registry import spec_needs_draft
     from nightjar.sim.price import StepShape, price_step
 
@@ -150,7 +139,26 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     kind = np.where(s["prefill_tokens"] == 0, "decode",
                     np.where(s["batch_size"] > 0, "mixed", "prefill"))
     s = s.assign(priced_s=priced, edge=edge, kind=kind)
-    s = s.assign(error_pct=100.0 * (s["priced_s"] / s["step_time_s"] - 1.0))
+    return s.assign(error_pct=100.0 * (s["priced_s"] / s["step_time_s"] - 1.0))
+
+
+def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
+    """Every live step's composition priced by the simulator's price function
+    (:func:`priced_steps`).
+
+    Per kind of step (pure ``decode``; ``mixed``: decodes and prompt tokens in one
+    step; ``prefill``: prompt tokens only): steps, their measured and priced total
+    seconds, the error of the total, the median per-step error and |error|, and the
+    steps priced at a table's edge. This isolates the step-price model from
+    scheduling: the same steps, not the simulator's own.
+
+    ``median_error_run_base_pct``: the median per-step error with every price put in
+    the run's own time base, i.e. scaled by the median live/priced ratio of its pure
+    decode steps. A machine that ran the whole run slower than when the profile was
+    measured (load on a shared host) then drops out, and what is left is the shape
+    of the price (how one kind of step is priced against another).
+    """
+    s = priced_steps(run, profile, sync)
     decode = s[(s["kind"] == "decode") & (s["switch_cost_s"] == 0) & (s["priced_s"] > 0)]
     base = float((decode["step_time_s"] / decode["priced_s"]).median()) if len(decode) else np.nan
     s = s.assign(run_error_pct=100.0 * (base * s["priced_s"] / s["step_time_s"] - 1.0))
