@@ -84,6 +84,7 @@ def _per_token_s(steps: list[StepRecord]) -> float | None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_nightjar_plus_follows_the_overloads_trade_off_and_beats_nospec_at_low_load(
     tiny_big: Any, make_llm: Any, run_greedy: Any, tmp_path: Path
 ) -> None:

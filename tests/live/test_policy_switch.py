@@ -49,6 +49,7 @@ def _spec_share(steps: list[StepRecord]) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_nightjar_plus_speculates_at_low_load_only(
     tiny_weak: Any, make_llm: Any, run_greedy: Any, tmp_path: Path
 ) -> None:
