@@ -7,8 +7,9 @@ Reads a ``nightjar bench live`` folder (:func:`nightjar.results.bench.read_bench
 prices each run's prefill-only steps as ``nightjar validate`` does
 (:func:`nightjar.validate.priced_steps`, with the draft-KV mode the benchmark ran),
 and prints, per bucket of the idle time before the step (its start less the previous
-step's end), the steps, the live / priced ratio and the extra milliseconds. Pure
-reading: the figures are the step logs'.
+step's end), the steps, the live / priced ratio and the extra milliseconds. With a
+profile that has a ``wake`` table the price includes it, so what is left is the
+residual. Pure reading: the figures are the step logs'.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
@@ -31,9 +33,7 @@ def rows(bench: Path, profile: Profile) -> pd.DataFrame:
     sync = record.meta.get("draft_kv") == "sync"
     out = []
     for run in record.runs:
-        steps = run.result.steps_frame()
-        idle = steps.time_s - (steps.time_s + steps.step_time_s).shift(1)
-        priced = priced_steps(run.result, profile, sync).assign(idle_s=idle)
+        priced = priced_steps(run.result, profile, sync)
         out.append(priced[priced.kind == "prefill"].assign(label=run.label))
     df = pd.concat(out) if out else pd.DataFrame()
     return df.rename(columns={"step_time_s": "live_s"})
@@ -51,7 +51,7 @@ def main() -> None:
         raise SystemExit(f"{bench}: no prefill-only step in any run")
     df["ratio"] = df.live_s / df.priced_s
     df["extra_ms"] = 1e3 * (df.live_s - df.priced_s)
-    first = df.idle_s.isna()  # a run's first step: no step before it
+    first = np.isinf(df.idle_s)  # a run's first step: no step before it
     print(f"{bench}: {len(df)} prefill-only steps ({int(first.sum())} first of a run)")
     print("| idle before | steps | live / priced (median) | mean | extra ms (median) | "
           "live ms (mean) | priced ms (mean) |")
@@ -64,7 +64,7 @@ def main() -> None:
         print(f"| {span} | {len(g)} | {g.ratio.median():.2f} | "
               f"{g.ratio.mean():.2f} | {g.extra_ms.median():.0f} | "
               f"{1e3 * g.live_s.mean():.0f} | {1e3 * g.priced_s.mean():.0f} |")
-    long = df[df.idle_s > 1.0]
+    long = df[(df.idle_s > 1.0) & ~first]
     if len(long) > 2:
         print(f"after > 1 s idle: correlation of the extra with the idle time "
               f"{long.extra_ms.corr(long.idle_s):.2f}")

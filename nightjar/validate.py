@@ -101,12 +101,16 @@ STEP_KINDS = ("decode", "mixed", "prefill")
 def priced_steps(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     """The run's steps (those that ran a batch or a prompt), each with the simulator's
     price of its composition: ``priced_s``, ``edge`` (priced at a table's edge),
-    ``kind`` (``STEP_KINDS``) and ``error_pct`` (priced against measured)."""
+    ``kind`` (``STEP_KINDS``), ``idle_s`` (the engine's idle time before the step,
+    priced by the profile's wake table) and ``error_pct`` (priced against measured)."""
     from nightjar.policies.registry import spec_needs_draft
     from nightjar.sim.price import StepShape, price_step
 
     s = run.steps_frame()
     s = s[(s["batch_size"] > 0) | (s["prefill_tokens"] > 0)]
+    # The engine's idle time before each step (the wake the profile prices): its start
+    # less the previous step's end; the run's first step waited from before the run.
+    idle = (s["time_s"] - (s["time_s"] + s["step_time_s"]).shift(1)).fillna(np.inf)
     # The K a live step proposed (its draft's passes at the end of the step, over the
     # prompts it prefilled too) is the one the next step verified (docs/live-internals.md, lag).
     proposed = s["gamma"].shift(-1).fillna(s["gamma"]).astype(int)
@@ -121,18 +125,19 @@ def priced_steps(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
         tol = 1e-9 * np.maximum(np.abs(ends), 1.0)
         done = pd.Series(np.searchsorted(firsts, ends + tol, side="right")
                          - np.searchsorted(firsts, ends - tol, side="left"), index=s.index)
-    s = s.assign(proposed=proposed, prompts_done=done)
+    s = s.assign(proposed=proposed, prompts_done=done, idle_s=idle.clip(lower=0.0))
     s = s[s["gamma"] <= profile.gamma_max]
     loaded = spec_needs_draft(run.policy)
     priced, edge = [], []
-    for n, g, d, c, p, k, e in zip(s["batch_size"], s["gamma"], s["drafted"],
-                                   s["mean_context_len"], s["prefill_tokens"], s["proposed"],
-                                   s["prompts_done"], strict=True):
+    for n, g, d, c, p, k, e, i in zip(s["batch_size"], s["gamma"], s["drafted"],
+                                      s["mean_context_len"], s["prefill_tokens"],
+                                      s["proposed"], s["prompts_done"], s["idle_s"],
+                                      strict=True):
         price = price_step(profile, StepShape(
             n_decode=int(n), g_max=int(g), drafted=int(d), mean_ctx=float(c),
             prefill_tokens=int(p), draft_loaded=loaded, sync=sync,
             prompt_gamma=min(int(k), profile.gamma_max) if n == 0 else None,
-            prompts_done=int(e) if n == 0 else 0,
+            prompts_done=int(e) if n == 0 else 0, idle_s=float(i),
         ))
         priced.append(price.total_s)
         edge.append(price.off_grid)

@@ -95,8 +95,9 @@ def test_inconsistent_cells_name_the_points_to_measure_again(tmp_path: Path) -> 
 def test_window_count_and_plan_rules() -> None:
     plan = ProfilePlan("t", "d", "t", "d", batch_sizes=(1, 8), contexts=(32,),
                        prefill_lengths=(16, 256), mixed_batch_sizes=(1,), mixed_tokens=(64,),
-                       repeats=2)
-    # Per repeat: 2 engines x 2 batches x 1 context, 2 engines x 2 prefills, 1 mixed; + accept.
+                       repeats=2, wake_pauses=())
+    # Per repeat: 2 engines x 2 batches x 1 context, 2 engines x 2 prefills, 1 mixed; + accept
+    # (the wake windows: tests/test_profile_wake.py).
     assert window_count(plan) == 2 * (4 + 4 + 1) + 1
     with pytest.raises(NightjarInputError, match="hold"):
         ProfilePlan("t", "d", "t", "d", hold=1).check()

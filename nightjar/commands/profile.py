@@ -120,6 +120,9 @@ def add_parser(sub: Any) -> None:
                    "chunk in one step); '' to skip them")
     m.add_argument("--mixed-tokens", default="64,256,1024,1984",
                    help="prompt tokens arriving while those decode (within the token budget)")
+    m.add_argument("--wake-pauses", default="0.25,0.5,1,2,4",
+                   help="seconds of idle before the prefills that measure what waking an idle "
+                   "engine adds to its next step (the profile's wake table); '' to skip")
     m.add_argument("--add-mixed-to", metavar="PROFILE", default=None,
                    help="measure only the mixed steps and write PROFILE with them added to --out")
     m.add_argument(

@@ -28,6 +28,16 @@ def int_list(text: str, flag: str) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
+def seconds_list(text: str, flag: str) -> tuple[float, ...]:
+    if not text.strip():
+        return ()
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise NightjarInputError(f"{flag} must be comma-separated seconds, got {text!r}") from None
+    return tuple(sorted(values))
+
+
 def _name(arg: str) -> str:
     """The model's name in the profile: a preset or HF id as given, else the folder name."""
     path = Path(arg).expanduser()
@@ -43,7 +53,7 @@ def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
     if args.speculative_config is not None:
         parts += ["--speculative-config", args.speculative_config]
     for flag in ("batch_sizes", "gammas", "contexts", "prefill_lengths", "mixed_batch_sizes",
-                 "mixed_tokens"):
+                 "mixed_tokens", "wake_pauses"):
         parts += ["--" + flag.replace("_", "-"), getattr(args, flag)]
     parts += [
         "--output-tokens",
@@ -214,6 +224,7 @@ def run_measured(args: argparse.Namespace) -> int:
             prefill_lengths=int_list(args.prefill_lengths, "--prefill-lengths"),
             mixed_batch_sizes=int_list(args.mixed_batch_sizes, "--mixed-batch-sizes"),
             mixed_tokens=int_list(args.mixed_tokens, "--mixed-tokens"),
+            wake_pauses=seconds_list(args.wake_pauses, "--wake-pauses"),
             output_tokens=args.output_tokens,
             repeats=args.repeats,
             kv_cache_bytes=int(args.kv_cache_gb * 2**30),

@@ -39,13 +39,16 @@ TOP_KEYS = frozenset({
     "$schema",  # where an editor finds the JSON Schema (nightjar.schemas); ignored
     "format_version", "name", "source", "command", "notes", "gpu", "target", "draft",
     "hardware", "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
-    "mixed", "acceptance", "drafter",
+    "mixed", "wake", "acceptance", "drafter",
 })
 ACCEPTANCE_KEYS = frozenset({"mean", "concentration"})
 DECODE_COLUMNS = ("batch_size", "gamma", "context_len", "step_ms", "draft_ms", "verify_ms")
 DRAFT_FORWARD_COLUMNS = ("batch_size", "context_len", "ms")
 PREFILL_COLUMNS = ("tokens", "target_ms", "draft_ms")
 MIXED_COLUMNS = ("batch_size", "tokens", "added_ms")
+WAKE_COLUMNS = ("idle_s", "added_ms")
+# An idle time past an hour is no engine's pause between requests: a unit mix-up.
+MAX_IDLE_S = 3600.0
 
 
 @dataclass
@@ -72,6 +75,9 @@ class ParsedProfile:
     mixed_batch_sizes: list[int] = field(default_factory=list)
     mixed_tokens: list[int] = field(default_factory=list)
     mixed_added_s: dict[int, list[float]] = field(default_factory=dict)
+    # Optional (measured profiles): what the first step after an idle engine adds, by
+    # the seconds it was idle: (idle_s, added_s) rows, sorted. Empty when absent.
+    wake: list[tuple[float, float]] = field(default_factory=list)
     # The drafter's kind (nightjar.core.drafter); absent in a file means a draft model.
     drafter: str = DRAFT_MODEL
 
@@ -242,6 +248,21 @@ def _mixed(r: _Reader, data: dict[str, Any]) -> tuple[list[int], list[int], dict
     return bs, ts, {b: [cells[(b, t)] for t in ts] for b in bs}
 
 
+def _wake(r: _Reader, data: dict[str, Any]) -> list[tuple[float, float]]:
+    """The optional wake table: distinct idle times in (0 s, an hour], each with the
+    milliseconds (>= 0) the first step after that much idle adds."""
+    if "wake" not in data:
+        return []
+    rows = sorted((float(t), float(ms)) for t, ms in r.rows(data, "wake", WAKE_COLUMNS))
+    idle = [t for t, _ in rows]
+    if idle[0] <= 0 or idle[-1] > MAX_IDLE_S or len(set(idle)) != len(idle):
+        raise r.fail("wake", f"idle times must be distinct, > 0 and at most {MAX_IDLE_S:g} s")
+    for i, (_t, ms) in enumerate(rows):
+        if ms > MAX_MS:
+            raise r.fail(f"wake[{i}].added_ms", f"is {ms:g} ms, more than an hour")
+    return [(t, ms / 1e3) for t, ms in rows]
+
+
 def _drafter(r: _Reader, data: dict[str, Any], memory: dict[str, Any]) -> str:
     """The optional ``drafter`` and what it implies for the memory facts."""
     name = data.get("drafter", DRAFT_MODEL)
@@ -366,5 +387,6 @@ def parse_profile_dict(data: dict[str, Any], src: str, format_version: int) -> P
         mixed_batch_sizes=mixed[0],
         mixed_tokens=mixed[1],
         mixed_added_s=mixed[2],
+        wake=_wake(r, data),
         drafter=_drafter(r, data, memory),
     )

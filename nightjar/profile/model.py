@@ -18,6 +18,8 @@ Interpolation rule (the simulator relies on it):
   between its batch sizes (indexed by the decode tokens in the forward) and piecewise
   linear in prompt tokens from (0, 0); more tokens than its last column are priced as
   chunks of that column (:meth:`Profile.mixed_added_s`);
+* the optional wake table (what the first step after an idle engine adds) is linear
+  in the idle seconds from (0, 0), flat past its last row (:meth:`Profile.wake_s`);
 * past the largest batch size the decode and draft-forward tables go on along their
   last segment, each entry linearly, never below the largest batch's value (a decode
   step's work grows with the batch; held flat, a batch of 160 priced at a measured
@@ -40,6 +42,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from importlib import resources
 from itertools import pairwise
+from math import inf
 from typing import Any
 
 from nightjar.errors import NightjarInputError
@@ -221,6 +224,12 @@ class Profile:
         self._mixed = p.mixed_added_s
         self._mixed_b = [float(b) for b in p.mixed_batch_sizes]
         self._mixed_t = [0.0, *(float(t) for t in p.mixed_tokens)]
+        # The wake table with its origin: no idle, nothing added.
+        self._wake_idle = [0.0, *(t for t, _ in p.wake)]
+        self._wake_s = [0.0, *(s for _, s in p.wake)]
+        # Up to this idle nothing is added (inf: never): the engine's cheap test.
+        first = next((k for k, s in enumerate(self._wake_s) if s > 0), None)
+        self.wake_from_s: float = inf if first is None else self._wake_idle[first - 1]
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source_name: str) -> Profile:
@@ -363,6 +372,20 @@ class Profile:
     def mixed_off_grid(self, decode_tokens: int) -> bool:
         """Whether a mixed lookup with this many decode tokens is priced at the edge."""
         return not self.mixed_batch_sizes[0] <= decode_tokens <= self.mixed_batch_sizes[-1]
+
+    def wake_s(self, idle_s: float) -> float:
+        """What the first step after ``idle_s`` seconds of an idle engine adds to its
+        price (the measured ``wake`` table, linear between its rows from (0, 0), flat
+        past its last); 0 without a table. A step that follows another at once pays
+        nothing; a run's first step (no step before it, ``idle_s`` inf) pays the
+        longest idle's."""
+        if idle_s <= self.wake_from_s:
+            return 0.0
+        grid = self._wake_idle
+        if idle_s >= grid[-1]:
+            return self._wake_s[-1]
+        i, w = _segment(grid, idle_s)
+        return self._wake_s[i] + w * (self._wake_s[i + 1] - self._wake_s[i])
 
     def mixed_added_s(self, decode_tokens: int, tokens: int) -> float:
         """What ``tokens`` prompt tokens add to a step that decodes ``decode_tokens``

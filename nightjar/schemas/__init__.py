@@ -101,6 +101,7 @@ def profile_schema() -> dict[str, Any]:
         MAX_BATCH_SIZE,
         MAX_CONCENTRATION,
         MAX_CONTEXT,
+        MAX_IDLE_S,
         MAX_MS,
         MAX_NUMBER,
         MEMORY_FLOAT_FIELDS,
@@ -111,6 +112,7 @@ def profile_schema() -> dict[str, Any]:
         MIXED_COLUMNS,
         PREFILL_COLUMNS,
         SOURCES,
+        WAKE_COLUMNS,
     )
     from nightjar.profile.model import FORMAT_VERSION
 
@@ -122,6 +124,7 @@ def profile_schema() -> dict[str, Any]:
         "tokens": {"type": "integer", "minimum": 1, "maximum": MAX_CONTEXT},
         "step_ms": {**ms, "minimum": MIN_MS}, "verify_ms": {**ms, "minimum": MIN_MS},
         "target_ms": {**ms, "minimum": MIN_MS}, "draft_ms": ms, "ms": ms, "added_ms": ms,
+        "idle_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_IDLE_S},
     }
 
     def rows(columns: tuple[str, ...]) -> dict[str, Any]:
@@ -159,6 +162,7 @@ def profile_schema() -> dict[str, Any]:
                        "properties": memory},
             "decode": rows(DECODE_COLUMNS), "draft_forward": rows(DRAFT_FORWARD_COLUMNS),
             "prefill": rows(PREFILL_COLUMNS), "mixed": rows(MIXED_COLUMNS),
+            "wake": rows(WAKE_COLUMNS),
             "acceptance": {"type": "object", "additionalProperties": {
                 "type": "object", "required": ["mean", "concentration"],
                 "additionalProperties": False,

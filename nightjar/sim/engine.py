@@ -143,6 +143,10 @@ class Engine:
         self._sync = self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SYNC
         self._window_start = 0  # first arrival inside the arrival-rate window
         self._moved = False  # the last step emitted or prefilled a token
+        # When the last step that ran a request ended: the idle time before the next
+        # one is what the profile's wake table prices (before the first: inf, as live,
+        # where the engine waits idle for the run's first request).
+        self._last_end = -inf
         self._pricer = StepPricer(profile)  # price_step, its prefill curves memoised
         # Kept as the batch changes rather than recomputed each step: the sum of the
         # decoding requests' contexts (their mean for the policy and the price), whether
@@ -397,9 +401,9 @@ class Engine:
             else:
                 lag = int(state[LAG, :n][gam > 0].sum())
         resident = self.draft.resident
-        total_s, _, _, switch_s, self._draft_prefilled, off_grid = self._pricer.price(
+        total_s, _, _, switch_s, self._draft_prefilled, off_grid, _ = self._pricer.price(
             n, g_max, drafted, mean_ctx, prefill, resident, self._sync, lag,
-            prompt_gamma if not n else g_max, prompts_done,
+            prompt_gamma if not n else g_max, prompts_done, now - self._last_end,
         )
         if off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
@@ -407,6 +411,8 @@ class Engine:
         step_s = float(total_s + overhead_s)
         switch_s = float(switch_s)
         end = now + step_s
+        if n or prefill:
+            self._last_end = end
         # -- the sampled outcome, applied at the step's end
         accepted = emitted = 0
         ids = per_acc = per_drafted = None

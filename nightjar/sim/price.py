@@ -17,7 +17,11 @@ in all) and ``prefill_tokens`` prompt tokens in one forward:
   completes (vLLM's draft proposer runs its K passes at the end of the step that
   emits a request's first token: that is in its TTFT); those passes cost what the
   decode table's draft adds from gamma 1 to K at that batch;
-- the switch: the draft's catch-up over ``lag`` tokens (``--draft-kv skip``).
+- the switch: the draft's catch-up over ``lag`` tokens (``--draft-kv skip``);
+- the wake: what the first step after ``idle_s`` seconds of an idle engine adds
+  (the profile's optional ``wake`` table, :meth:`Profile.wake_s`): an engine that
+  has served nothing for a while starts its next step slow, which no back-to-back
+  measurement of the other tables sees.
 
 Lookups outside a table are priced at its edge, or past its largest batch along its last
 segment (:mod:`nightjar.profile.model`); ``off_grid`` says so, for the count.
@@ -47,6 +51,7 @@ class StepShape:
     # the simulator asks the policy for it, as vLLM's scheduler does.
     prompt_gamma: int | None = None
     prompts_done: int = 0  # requests whose prefill completes in this step
+    idle_s: float = 0.0  # the engine was idle this long before the step (inf: first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +62,14 @@ class StepPrice:
     switch_s: float
     draft_prefilled: bool  # the draft ran over the prompt tokens
     off_grid: bool  # some lookup was priced at a table's edge
+    wake_s: float = 0.0  # what waking the idle engine added
 
 
 def price_step(profile: Profile, shape: StepShape) -> StepPrice:
     return StepPrice(*StepPricer(profile).price(
         shape.n_decode, shape.g_max, shape.drafted, shape.mean_ctx, shape.prefill_tokens,
         shape.draft_loaded, shape.sync, shape.lag_tokens, shape.prompt_gamma,
-        shape.prompts_done,
+        shape.prompts_done, shape.idle_s,
     ))
 
 
@@ -85,6 +91,7 @@ class StepPricer:
         self._c_lo, self._c_hi = profile.min_context_len, profile.max_context_len
         self._target: dict[int, float] = {}
         self._draft: dict[int, float] = {}
+        self._wake_from = profile.wake_from_s
 
     def _curve(self, memo: dict[int, float], time_s: Callable[[int], float], tokens: int) -> float:
         hit = memo.get(tokens)
@@ -103,9 +110,9 @@ class StepPricer:
     def price(
         self, n: int, g_max: int, drafted: int, mean_ctx: float, p: int,
         draft_loaded: bool, sync: bool, lag_tokens: int = 0,
-        prompt_gamma: int | None = None, prompts_done: int = 0,
-    ) -> tuple[float, float, float, float, bool, bool]:
-        """(total_s, decode_s, prefill_s, switch_s, draft_prefilled, off_grid)."""
+        prompt_gamma: int | None = None, prompts_done: int = 0, idle_s: float = 0.0,
+    ) -> tuple[float, float, float, float, bool, bool, float]:
+        """(total_s, decode_s, prefill_s, switch_s, draft_prefilled, off_grid, wake_s)."""
         profile = self.profile
         decode_s = switch_s = prefill_s = 0.0
         off_grid = False
@@ -134,7 +141,11 @@ class StepPricer:
             if draft_prefilled and not n and k > 1 and prompts_done:
                 prefill_s += _further_drafts_s(profile, prompts_done, k, p / prompts_done)
         total = decode_s + prefill_s + switch_s
-        return total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid
+        wake_s = 0.0
+        if idle_s > self._wake_from:
+            wake_s = profile.wake_s(idle_s)
+            total += wake_s
+        return total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid, wake_s
 
     def prompt_s(self, n: int, base: int, p: int, draft_runs: bool) -> tuple[float, float]:
         """``p`` prompt tokens in a forward of ``base`` other tokens (``n`` of them

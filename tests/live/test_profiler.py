@@ -28,6 +28,8 @@ ARGS = [
     "1,8",
     "--mixed-tokens",
     "64,256",
+    "--wake-pauses",
+    "0.2,0.6",
     "--output-tokens",
     "16",
     "--repeats",
@@ -91,6 +93,10 @@ def test_measured_profile_loads_with_provenance(measured: Path) -> None:
     assert p.has_mixed and (p.mixed_batch_sizes, p.mixed_tokens) == ((1, 8), (64, 256))
     assert all(row[2] >= 0 for row in data["mixed"])
     assert p.mixed_added_s(8, 256) > 0 and "--mixed-tokens 64,256" in data["command"]
+    # The wake: a row per pause (what it adds is the machine's, >= 0 by construction).
+    assert [row[0] for row in data["wake"]] == [0.2, 0.6]
+    assert p.wake_s(0.6) == pytest.approx(data["wake"][1][1] / 1e3)
+    assert "--wake-pauses 0.2,0.6" in data["command"]
 
 
 def test_step_times_come_from_the_steps_the_engine_ran(measured: Path) -> None:

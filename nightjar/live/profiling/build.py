@@ -25,7 +25,11 @@ How each table is measured (the engines are described in nightjar.live.profiling
   no-draft engine: the median step that ran the B decodes and the n prompt tokens
   together, minus the median pure decode step of the same B in the same window (the
   decodes run before and after the prompts arrive). This is how vLLM V1 serves a
-  prompt that arrives while others decode (chunked prefill mixes them).
+  prompt that arrives while others decode (chunked prefill mixes them);
+- ``wake[idle]``: what waking an idle engine adds to its next step, in the no-draft
+  engine: the median prefill window of a few prompt tokens submitted after a pause
+  of ``idle`` seconds, minus the median of the same window submitted at once after
+  another (each paused window is followed by one), never below 0.
 
 Every cell is the median over all matching steps of all repeats. Context C is the
 nominal one: prompts of ``C - output/2`` tokens decoding ``output`` tokens, so the
@@ -52,7 +56,8 @@ MAX_CONCENTRATION = 1000.0
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One batch of requests the profiler submitted: ``kind`` decode or prefill."""
+    """One batch of requests the profiler submitted: ``kind`` decode, prefill, mixed,
+    accept or wake (submitted ``pause_s`` after the engine's previous step)."""
 
     kind: str
     batch_size: int
@@ -60,6 +65,7 @@ class Window:
     start: float
     end: float
     request_ids: tuple[str, ...] = ()
+    pause_s: float = 0.0
 
 
 @dataclass
@@ -139,20 +145,38 @@ def prefill_cells(run: EngineRun) -> dict[int, tuple[float, float, int]]:
     A window's time is the sum over its steps (one step when the engine's token budget
     holds n; the draft engine may chunk differently, so windows, not steps, are matched).
     """
-    totals: dict[Window, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for t in attribute(run):
-        # Every step of a prefill window is its prefill (max_tokens = 1); a 1-token
-        # prompt's step counts as a decode in the step log (1 token scheduled).
-        if t.window is not None and t.window.kind == "prefill":
-            totals[t.window][0] += t.step.step_time_s
-            totals[t.window][1] += t.draft_s
     samples: dict[int, list[list[float]]] = defaultdict(list)
-    for w, tot in totals.items():
+    for w, tot in _window_totals(run, "prefill").items():
         samples[w.context].append(tot)
     return {
         n: (_median_ms([x[0] for x in xs]), _median_ms([x[1] for x in xs]), len(xs))
         for n, xs in samples.items()
     }
+
+
+def _window_totals(run: EngineRun, kind: str) -> dict[Window, list[float]]:
+    """Each window of ``kind`` -> [step seconds, draft seconds] summed over its steps.
+    Every step of a prefill or wake window is its prefill (max_tokens = 1); a 1-token
+    prompt's step counts as a decode in the step log (1 token scheduled)."""
+    totals: dict[Window, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for t in attribute(run):
+        if t.window is not None and t.window.kind == kind:
+            totals[t.window][0] += t.step.step_time_s
+            totals[t.window][1] += t.draft_s
+    return totals
+
+
+def wake_rows(run: EngineRun) -> list[list[float]]:
+    """The ``wake`` table, [idle_s, added_ms] per pause, from the wake windows (empty
+    when none ran): the median window after the pause less the median back-to-back one."""
+    samples: dict[float, list[float]] = defaultdict(list)
+    for w, tot in _window_totals(run, "wake").items():
+        samples[w.pause_s].append(tot[0])
+    if 0.0 not in samples:
+        return []
+    ref = statistics.median(samples.pop(0.0))
+    return [[pause, round(max(_median_ms(xs) - ref * 1e3, 0.0), 5)]
+            for pause, xs in sorted(samples.items())]
 
 
 @dataclass(frozen=True, slots=True)

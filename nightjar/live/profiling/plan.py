@@ -47,6 +47,12 @@ class ProfilePlan:
     mixed_tokens: tuple[int, ...] = (64, 256, 1024, 1984)
     # Only the no-draft engine's mixed windows (topping up an existing profile).
     only_mixed: bool = False
+    # The wake table (no-draft engine): a prefill of ``wake_tokens`` prompt tokens after
+    # each pause, seconds. An engine idle for 0.2-3 s ran its next step 50-180 ms slow
+    # on this CPU (experiments/idle_wake.py), which the other tables, measured back to
+    # back, never see; live, that step is a request's first token. Empty: not measured.
+    wake_pauses: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+    wake_tokens: int = 64
     output_tokens: int = 32
     repeats: int = 2
     kv_cache_bytes: int = 1 << 30
@@ -132,6 +138,10 @@ class ProfilePlan:
             self.token_budget
         ):
             raise NightjarInputError("--mixed-tokens plus the decodes must fit the token budget")
+        pauses = self.wake_pauses
+        if not all(0 < x <= 60 for x in pauses) or len(set(pauses)) != len(pauses):
+            raise NightjarInputError(
+                f"--wake-pauses must be distinct seconds in (0, 60], got {pauses}")
         most = max(len(self.prefill_prompts(n)) for n in self.prefill_lengths)
         if most > max(self.batch_sizes):
             raise NightjarInputError(

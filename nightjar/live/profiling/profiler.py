@@ -16,6 +16,11 @@ scheduler and worker plugged in, exactly as ``nightjar live`` runs them:
   ``fixed:G`` measures acceptance. Each window opens with a run switch
   (:mod:`nightjar.live.plugins.runs`), so one engine start serves them all.
 
+The no-draft engine also measures the wake: a short prefill after each of a few
+pauses, each followed at once by the same prefill back to back (``build.wake_rows``).
+Every other prefill window follows a step of its own engine at once (a throwaway
+prefill opens each engine's series), so the prefill table holds no wake.
+
 The grid is measured ``repeats`` times, the engines alternating pair by pair of
 windows, so that a load change lands on both engines' cells. Cells that then
 contradict the cost model (a larger gamma or batch cheaper than a smaller one,
@@ -61,6 +66,7 @@ from nightjar.live.profiling.build import (
     mixed_rows,
     mixed_rows_rebased,
     prefill_rows,
+    wake_rows,
 )
 from nightjar.live.profiling.plan import PREFILL_PROMPT, ProfilePlan
 from nightjar.live.profiling.windows import (
@@ -85,6 +91,8 @@ Tick = Callable[[str, int, int], None]
 # other engine's window needs.
 SETTLE_S = 1.2
 WARMUP_TOKENS = 8
+# Wake windows per pause in each repeat (each with its back-to-back twin).
+WAKE_SAMPLES = 3
 # A decode cell needs this many clean steps (over all its windows) to be written; up
 # to FILL_PASSES extra passes measure the short ones again.
 MIN_STEPS = 3
@@ -238,6 +246,27 @@ class _Session:
         policy = "fixed:0" if engine.drafted else None
         self._keep(label, prefill_window(engine, self.plan.prefill_prompts(n), policy, self.rng))
 
+    def wake_up(self, label: str) -> None:
+        """A prefill that is not kept: the measured windows after it follow a step at once."""
+        engine = self._on(label)
+        policy = "fixed:0" if engine.drafted else None
+        prefill_window(engine, self.plan.prefill_prompts(self.plan.wake_tokens), policy, self.rng)
+
+    def wake(self, repeat: int) -> None:
+        """No-draft prefills after each pause (rotated per repeat), each followed at once
+        by its back-to-back twin: what waking the idle engine adds (``wake_rows``)."""
+        plan = self.plan
+        self.wake_up(NODRAFT)
+        engine = self.engines[NODRAFT]
+        prompts = plan.prefill_prompts(plan.wake_tokens)
+        k = repeat % len(plan.wake_pauses)
+        for pause in plan.wake_pauses[k:] + plan.wake_pauses[:k]:
+            for _ in range(WAKE_SAMPLES):
+                time.sleep(pause)
+                for idle in (pause, 0.0):
+                    w = prefill_window(engine, prompts, None, self.rng)
+                    self._keep(NODRAFT, replace(w, kind="wake", pause_s=idle))
+
     def mixed(self) -> None:
         engine = self._on(NODRAFT)
         for b in self.plan.mixed_batch_sizes:
@@ -270,10 +299,13 @@ class _Session:
                     self.decode_pair(b, c, NODRAFT if k % 2 == 0 else DRAFT)
                     k += 1
             for label in (NODRAFT, DRAFT):
+                self.wake_up(label)
                 for n in plan.prefill_lengths:
                     self.prefill(label, n)
         if plan.mixed_tokens:
             self.mixed()
+        if plan.wake_pauses and not plan.only_mixed:
+            self.wake(repeat)
 
     def fill(self, say: Progress) -> None:
         """Extra decode windows for every cell with fewer than ``MIN_STEPS`` clean steps
@@ -325,7 +357,8 @@ def window_count(plan: ProfilePlan) -> int:
     if plan.only_mixed:
         return plan.repeats * mixed
     decode = 2 * len(plan.contexts) * len(plan.batch_sizes)
-    return plan.repeats * (decode + 2 * len(plan.prefill_lengths) + mixed) + 1
+    wake = 2 * WAKE_SAMPLES * len(plan.wake_pauses)
+    return plan.repeats * (decode + 2 * len(plan.prefill_lengths) + mixed + wake) + 1
 
 
 def _warm_and_estimate(session: _Session) -> float:
@@ -359,6 +392,9 @@ def _warm_and_estimate(session: _Session) -> float:
         # A prefill step of n tokens costs about n / b_max decode steps at b_max.
         prefill = sum(plan.prefill_lengths) / b_max
         total += sum(window_s(label, b_max, 0, 1) * prefill for label in session.engines)
+        wake = WAKE_SAMPLES * len(plan.wake_pauses)
+        total += WAKE_SAMPLES * sum(plan.wake_pauses) + 2 * wake * window_s(
+            NODRAFT, b_max, 0, 1) * plan.wake_tokens / b_max
     for b in plan.mixed_batch_sizes:
         for n in plan.mixed_tokens:
             total += window_s(NODRAFT, b, 0, 4) + window_s(NODRAFT, b_max, 0, 1) * n / b_max
@@ -492,6 +528,7 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
         "draft_forward": fwd,
         "prefill": prefill_rows(nodraft, draft),
         **_mixed_table(plan, nodraft),
+        **({"wake": rows} if (rows := wake_rows(nodraft)) else {}),
         "acceptance": {}
         if acc is None
         else {plan.workload: {"mean": round(acc[0], 4), "concentration": round(acc[1], 2)}},
