@@ -1,6 +1,9 @@
 """The agreement check's results table, from what scripts/agreement.sh wrote.
 
-    .venv/bin/python experiments/agreement_table.py OUT > OUT/table.md
+    .venv/bin/python experiments/agreement_table.py OUT [TAG] > OUT/table.md
+
+With TAG, the profile is ``OUT/profile-TAG.json`` and the validations
+``OUT/validate-TAG-<trace>/``: the same benchmarks validated against another profile.
 
 Reads ``OUT/profile.json`` (its ``measured`` header: when, how long, the load, the CPU
 binding), every ``OUT/bench-<trace>/`` (the live benchmark: load, noise floor) and
@@ -33,8 +36,8 @@ def _err(row: pd.Series) -> str:
         f"{row['error_pct']:+.1f}")
 
 
-def profile_lines(out: Path) -> list[str]:
-    path = out / "profile.json"
+def profile_lines(out: Path, tag: str) -> list[str]:
+    path = out / (f"profile-{tag}.json" if tag else "profile.json")
     if not path.is_file():
         return ["(no profile.json)"]
     m = json.loads(path.read_text()).get("measured", {})
@@ -47,9 +50,9 @@ def profile_lines(out: Path) -> list[str]:
             f"{len(m.get('inconsistent_cells', []))}."]
 
 
-def trace_section(out: Path, bench: Path) -> tuple[list[str], dict[str, int]]:
+def trace_section(out: Path, bench: Path, tag: str) -> tuple[list[str], dict[str, int]]:
     name = bench.name.removeprefix("bench-")
-    val = out / f"validate-{name}"
+    val = out / (f"validate-{tag}-{name}" if tag else f"validate-{name}")
     meta = json.loads((bench / "bench.json").read_text())
     runs = meta.get("runs", [])
     foreign = [r["load"].get("foreign_pct", math.nan) for r in runs if r.get("load")]
@@ -111,11 +114,13 @@ def trace_section(out: Path, bench: Path) -> tuple[list[str], dict[str, int]]:
 
 def main() -> int:
     out = Path(sys.argv[1])
-    lines = ["# Agreement check: simulator vs the CPU engine", "", *profile_lines(out), ""]
+    tag = sys.argv[2] if len(sys.argv) > 2 else ""
+    title = "# Agreement check: simulator vs the CPU engine" + (f" ({tag})" if tag else "")
+    lines = [title, "", *profile_lines(out, tag), ""]
     total = {"pairs": 0, "separated": 0, "miss": 0, "errors": 0, "within": 0}
     for bench in sorted(out.glob("bench-*")):
         if (bench / "bench.json").is_file():
-            section, counts = trace_section(out, bench)
+            section, counts = trace_section(out, bench, tag)
             lines += section
             for k, v in counts.items():
                 total[k] += v

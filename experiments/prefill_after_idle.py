@@ -7,7 +7,9 @@ Reads a ``nightjar bench live`` folder (:func:`nightjar.results.bench.read_bench
 prices each run's prefill-only steps as ``nightjar validate`` does
 (:func:`nightjar.validate.priced_steps`, with the draft-KV mode the benchmark ran),
 and prints, per bucket of the idle time before the step (its start less the previous
-step's end), the steps, the live / priced ratio and the extra milliseconds. With a
+step's end), the steps, the live / priced ratio (also in the run's time base: over
+its pure decode steps' median ratio, which divides out a machine that ran faster or
+slower than when the profile was measured) and the extra milliseconds. With a
 profile that has a ``wake`` table the price includes it, so what is left is the
 residual. Pure reading: the figures are the step logs'.
 """
@@ -34,7 +36,12 @@ def rows(bench: Path, profile: Profile) -> pd.DataFrame:
     out = []
     for run in record.runs:
         priced = priced_steps(run.result, profile, sync)
-        out.append(priced[priced.kind == "prefill"].assign(label=run.label))
+        # The run's time base: its pure decode steps' median live / priced. A machine
+        # that ran faster or slower than when the profile was measured moves every
+        # step by about this factor; the base ratio divides it out.
+        decode = priced[priced.kind == "decode"]
+        base = float((decode.step_time_s / decode.priced_s).median()) if len(decode) else 1.0
+        out.append(priced[priced.kind == "prefill"].assign(label=run.label, base=base))
     df = pd.concat(out) if out else pd.DataFrame()
     return df.rename(columns={"step_time_s": "live_s"})
 
@@ -50,19 +57,22 @@ def main() -> None:
     if df.empty:
         raise SystemExit(f"{bench}: no prefill-only step in any run")
     df["ratio"] = df.live_s / df.priced_s
+    df["base_ratio"] = df.ratio / df.base
     df["extra_ms"] = 1e3 * (df.live_s - df.priced_s)
     first = np.isinf(df.idle_s)  # a run's first step: no step before it
-    print(f"{bench}: {len(df)} prefill-only steps ({int(first.sum())} first of a run)")
-    print("| idle before | steps | live / priced (median) | mean | extra ms (median) | "
-          "live ms (mean) | priced ms (mean) |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"{bench}: {len(df)} prefill-only steps ({int(first.sum())} first of a run); "
+          f"runs' time base (decode live / priced): {df.groupby('label').base.first().min():.2f}"
+          f"-{df.groupby('label').base.first().max():.2f}")
+    print("| idle before | steps | live / priced (median) | mean | in the run's time base "
+          "(median) | extra ms (median) | live ms (mean) | priced ms (mean) |")
+    print("|---|---|---|---|---|---|---|---|")
     buckets = pd.cut(df.idle_s, list(GAPS))
     for bucket, g in df.groupby(buckets, observed=True):
         lo, hi = bucket.left, bucket.right
         span = (f"over {lo:g} s" if hi > 1e8
                 else f"up to {hi:g} s" if lo < 0 else f"{lo:g}-{hi:g} s")
         print(f"| {span} | {len(g)} | {g.ratio.median():.2f} | "
-              f"{g.ratio.mean():.2f} | {g.extra_ms.median():.0f} | "
+              f"{g.ratio.mean():.2f} | {g.base_ratio.median():.2f} | {g.extra_ms.median():.0f} | "
               f"{1e3 * g.live_s.mean():.0f} | {1e3 * g.priced_s.mean():.0f} |")
     long = df[(df.idle_s > 1.0) & ~first]
     if len(long) > 2:

@@ -14,7 +14,7 @@ from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.build import EngineRun, Window, prefill_cells, wake_rows
 from nightjar.live.profiling.plan import ProfilePlan
-from nightjar.live.profiling.profiler import WAKE_SAMPLES, window_count
+from nightjar.live.profiling.session import WAKE_SAMPLES, window_count
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.sim import SimConfig, simulate
 from nightjar.sim.price import StepShape, price_step

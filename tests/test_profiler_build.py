@@ -13,7 +13,8 @@ from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.build import EngineRun, Window, decode_cells
 from nightjar.live.profiling.plan import ProfilePlan
-from nightjar.live.profiling.profiler import _cells_of, decode_cycle, window_count
+from nightjar.live.profiling.profiler import _cells_of
+from nightjar.live.profiling.session import decode_cycle, window_count
 from nightjar.profile.check import inversions
 
 

@@ -18,24 +18,22 @@ from typing import Any
 from nightjar.errors import NightjarInputError
 
 
+def _numbers(text: str, flag: str, kind: type[Any], what: str) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted(kind(x) for x in text.split(",")))
+    except ValueError:
+        raise NightjarInputError(f"{flag} must be comma-separated {what}, got {text!r}") from None
+
+
 def int_list(text: str, flag: str) -> tuple[int, ...]:
     if flag.startswith("--mixed") and not text.strip():
         return ()
-    try:
-        values = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise NightjarInputError(f"{flag} must be comma-separated integers, got {text!r}") from None
-    return tuple(sorted(values))
+    return _numbers(text, flag, int, "integers")
 
 
 def seconds_list(text: str, flag: str) -> tuple[float, ...]:
-    if not text.strip():
-        return ()
-    try:
-        values = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise NightjarInputError(f"{flag} must be comma-separated seconds, got {text!r}") from None
-    return tuple(sorted(values))
+    """Seconds (``--wake-pauses``); '' is none."""
+    return _numbers(text, flag, float, "seconds") if text.strip() else ()
 
 
 def _name(arg: str) -> str:

@@ -21,7 +21,8 @@ from nightjar.profile.model import load_profile
 # 'get'", vllm/triton_utils/dispatcher.py).
 ARGS = [
     "--batch-sizes", "1,4", "--gammas", "0,1", "--contexts", "32",
-    "--prefill-lengths", "1,64", "--mixed-batch-sizes", "", "--output-tokens", "12",
+    "--prefill-lengths", "1,64", "--mixed-batch-sizes", "", "--wake-pauses", "",
+    "--output-tokens", "12",
     "--repeats", "1", "--kv-cache-gb", "0.1",
     # What is checked here is the drafter's profile, not its timing: on a busy machine
     # a cell may stay inverted after the re-measures (tests/live/test_profiler.py

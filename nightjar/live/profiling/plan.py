@@ -67,7 +67,7 @@ class ProfilePlan:
     # start, but its steps measured up to ~40% faster than a live run's on 2 cores.
     in_process: bool = False
     # Steps each gamma holds in the draft engine's decode windows before the next
-    # (nightjar.live.profiling.profiler.decode_cycle): only a step whose verified and
+    # (nightjar.live.profiling.session.decode_cycle): only a step whose verified and
     # proposed K agree is a fixed-gamma step, so h - 1 of every h steps count.
     hold: int = 3
     # Passes over the decode cells that contradict the cost model's shape (a larger
