@@ -2,8 +2,9 @@
 
     .venv/bin/python experiments/agreement_table.py OUT [TAG] > OUT/table.md
 
-With TAG, the profile is ``OUT/profile-TAG.json`` and the validations
-``OUT/validate-TAG-<trace>/``: the same benchmarks validated against another profile.
+With TAG, the validations are ``OUT/validate-TAG-<trace>/`` (the same benchmarks
+validated another way: ``--time-base round``, or against ``OUT/profile-TAG.json``
+where that exists).
 
 Reads ``OUT/profile.json`` (its ``measured`` header: when, how long, the load, the CPU
 binding), every ``OUT/bench-<trace>/`` (the live benchmark: load, noise floor) and
@@ -37,7 +38,9 @@ def _err(row: pd.Series) -> str:
 
 
 def profile_lines(out: Path, tag: str) -> list[str]:
-    path = out / (f"profile-{tag}.json" if tag else "profile.json")
+    path = out / f"profile-{tag}.json"
+    if not tag or not path.is_file():  # the same profile, validated another way
+        path = out / "profile.json"
     if not path.is_file():
         return ["(no profile.json)"]
     m = json.loads(path.read_text()).get("measured", {})

@@ -13,6 +13,7 @@ same policy in the simulator on a profile, and compares two things:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -147,6 +148,19 @@ def priced_steps(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     return s.assign(error_pct=100.0 * (s["priced_s"] / s["step_time_s"] - 1.0))
 
 
+def time_base(priced: pd.DataFrame) -> float:
+    """A run's time base against the profile: the median live / priced ratio over its
+    pure decode steps on the profile's grid (:func:`priced_steps`; no catch-up in them,
+    none priced at or past a table's edge, where the price's own extrapolation would
+    count as speed), NaN without any. Above 1 the machine ran the run slower than when
+    the profile was measured."""
+    decode = priced[(priced["kind"] == "decode") & (priced["switch_cost_s"] == 0)
+                    & (priced["priced_s"] > 0) & ~priced["edge"].astype(bool)]
+    if decode.empty:
+        return math.nan
+    return float((decode["step_time_s"] / decode["priced_s"]).median())
+
+
 def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     """Every live step's composition priced by the simulator's price function
     (:func:`priced_steps`).
@@ -164,8 +178,7 @@ def step_replay(run: RunResult, profile: Profile, sync: bool) -> pd.DataFrame:
     of the price (how one kind of step is priced against another).
     """
     s = priced_steps(run, profile, sync)
-    decode = s[(s["kind"] == "decode") & (s["switch_cost_s"] == 0) & (s["priced_s"] > 0)]
-    base = float((decode["step_time_s"] / decode["priced_s"]).median()) if len(decode) else np.nan
+    base = time_base(s)
     s = s.assign(run_error_pct=100.0 * (base * s["priced_s"] / s["step_time_s"] - 1.0))
     rows = []
     for k in STEP_KINDS:

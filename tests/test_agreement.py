@@ -29,15 +29,19 @@ PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"
 LABELS = ("nospec", "fixed:3", "nospec#2")
 
 
-def _bench(tmp: Path, binding: str = "0-1") -> Path:
+def _bench(tmp: Path, binding: str = "0-1", speeds: tuple[float, ...] = (1.0, 1.0, 1.0),
+           labels: tuple[str, ...] = LABELS) -> Path:
+    """Three rounds of "live" runs; in round r the machine is ``speeds[r - 1]`` times as
+    slow as when the profile was measured."""
     trace, profile = load_trace("steady_low"), load_profile(PROFILE)
     out = tmp / "bench"
     recorded = []
     for r in (1, 2, 3):
         cfg = SimConfig(seed=r, max_num_seqs=64, max_num_batched_tokens=2048, gamma_max=3)
         results = []
-        for label in LABELS:
-            res = simulate(trace, profile, label.removesuffix("#2"), cfg)
+        machine = profile if speeds[r - 1] == 1.0 else profile.scaled(speeds[r - 1])
+        for label in labels:
+            res = simulate(trace, machine, label.removesuffix("#2"), cfg)
             res.policy = label
             results.append(res)
         rs = ResultSet.build(results, oracle_policy=None)
@@ -97,6 +101,41 @@ def test_validate_reads_a_benchmark_folder(tmp_path: Path,
     assert errors.loc["fixed:3", "error_pct"].abs().max() < 5.0
     assert set(errors.index) == {"nospec", "fixed:3"}  # the noise twin is no policy
     assert (tmp_path / "v" / "step_replay.csv").is_file()
+
+
+def test_the_round_time_base_prices_each_round_at_its_machines_speed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The machine ran round 2 at 1.3x and round 3 at 0.8x the profile's times.
+    bench = _bench(tmp_path, speeds=(1.0, 1.3, 0.8))
+    argv = ["validate", "--live-run", str(bench), "--profile", PROFILE]
+    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*argv, "--time-base", "round", "--out", str(tmp_path / "round")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "round 1 x1.000 (nospec x1.000, nospec#2 x1.000); round 2 x1.300" in out
+    assert "round 3 x0.800" in out
+    plain, based = (pd.read_csv(tmp_path / d / "errors.csv").set_index(["policy", "metric"])
+                    for d in ("plain", "round"))
+    # At the profile's speed the slow and fast rounds miss TPOT by -23% and +25%, which
+    # the interval shows; at each round's own speed nospec is exact (priced by its twin,
+    # which ran at the same speed) and fixed:3 within its fresh acceptance draws.
+    tpot = ("nospec", "tpot_s_mean")
+    assert plain.loc[tpot, "error_hi"] - plain.loc[tpot, "error_lo"] > 10.0
+    assert based.loc["nospec", "error_pct"].abs().max() < 1e-6
+    assert based.loc["fixed:3", "error_pct"].abs().max() < 5.0
+    # The replay too: every step priced at its round's speed.
+    replay = pd.read_csv(tmp_path / "round" / "step_replay.csv")
+    assert replay.loc[replay["policy"] == "nospec", "error_pct"].abs().max() < 1e-6
+
+
+def test_the_round_time_base_needs_the_noise_twin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = _bench(tmp_path, labels=("nospec", "fixed:3"))
+    assert main(["validate", "--live-run", str(bench), "--profile", PROFILE,
+                 "--time-base", "round"]) == 2
+    err = capsys.readouterr().err
+    assert "noise twin" in err and err.count("\n") == 1, err
 
 
 def test_a_profile_under_another_binding_is_refused(tmp_path: Path,

@@ -156,3 +156,15 @@ def test_the_plan_counts_the_wake_windows_and_checks_the_pauses() -> None:
     for bad in ((0.0,), (1.0, 1.0), (90.0,), (math.nan,)):
         with pytest.raises(NightjarInputError, match="--wake-pauses"):
             ProfilePlan("t", "d", "t", "d", wake_pauses=bad).check()
+
+
+def test_a_scaled_profile_prices_every_table_times_the_factor(woken: Profile) -> None:
+    slow = woken.scaled(1.5)
+    assert slow.step_time_s(8, 2, 300.0) == pytest.approx(1.5 * woken.step_time_s(8, 2, 300.0))
+    assert slow.draft_forward_s(8, 300.0) == pytest.approx(1.5 * woken.draft_forward_s(8, 300.0))
+    assert slow.prefill_time_s(700) == pytest.approx(1.5 * woken.prefill_time_s(700))
+    assert slow.wake_s(1.5) == pytest.approx(1.5 * woken.wake_s(1.5))
+    assert slow.memory == woken.memory
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(NightjarInputError, match="time factor"):
+            woken.scaled(bad)

@@ -77,6 +77,11 @@ def test_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "median |error| 0.0%" in capsys.readouterr().out
     assert main(["validate", "--live-run", str(tmp_path), "--profile", DEFAULT_PROFILE]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    # A run folder has no rounds to take a time base from (tests/test_agreement.py).
+    assert main(["validate", "--live-run", str(run_dir), "--profile", DEFAULT_PROFILE,
+                 "--time-base", "round"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a benchmark folder" in err and err.count("\n") == 1
 
 
 def test_agreement_ranks_policies_and_catches_a_swap(tmp_path: Path) -> None:

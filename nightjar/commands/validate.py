@@ -40,6 +40,10 @@ def add_parser(sub: Any) -> None:
                    help="compare even when the live runs and a measured profile ran under "
                    "different CPU thread bindings (by default refused: the profile would "
                    "price every step of the run wrong)")
+    p.add_argument("--time-base", choices=("profile", "round"), default="profile",
+                   help="round (a benchmark folder only): price each run at its machine's "
+                   "speed, the profile scaled by its round's reference runs (the noise "
+                   "twins); profile: at the profile's own")
     # The simulator settings that describe the live run, with `nightjar live`'s defaults.
     add_run_flags(p, only=LIVE_RUN_FIELDS, defaults=LIVE_DEFAULTS)
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
@@ -65,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         from nightjar.commands.validate_bench import run_bench_validation
 
         return run_bench_validation(args)
+    if args.time_base != "profile":
+        raise NightjarInputError("--time-base round needs a benchmark folder "
+                                 "(`nightjar bench live --out DIR`): its rounds' reference runs")
     # Every input before any output: the settings, the profile, the runs, the CPU
     # bindings, --out.
     config = run_config(args, only=LIVE_RUN_FIELDS)

@@ -5,6 +5,13 @@ benchmark's own engine settings (gamma_max, draft-KV mode, batch cap, seed) and
 judged pair by pair (:mod:`nightjar.agreement`): which pairs the engine separated and
 whether the simulator orders each the same way, the per-metric errors with their
 intervals, the noise floor, and every live step priced by the simulator per kind.
+
+``--time-base round`` prices each run at its machine's speed: a shared host drifted
+~1.5x between a profile and the benchmark after it (reports/simulator), more than any
+term the profile models. Each round's reference runs (the noise floor's twins: one
+policy run twice) give the round's time base (:func:`nightjar.validate.time_base`), and
+every run of the round is simulated and replayed on the profile scaled by it; a twin
+by the other twin's, so that no run is priced from its own steps.
 """
 
 from __future__ import annotations
@@ -12,14 +19,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
 
 from nightjar.config import flag_of
 from nightjar.errors import NightjarInputError
+
+if TYPE_CHECKING:
+    from nightjar.profile.model import Profile
+    from nightjar.results.bench import RoundRun
 
 
 def run_bench_validation(args: argparse.Namespace) -> int:
@@ -65,19 +77,26 @@ def run_bench_validation(args: argparse.Namespace) -> int:
         servable(trace_of(run.result), profile, cfg)
     if args.out is not None:
         check_out_dir(args.out, args.force)
+    sync = config.draft_kv == "sync"
+    bases = _time_bases(record.runs, profile, sync) if args.time_base == "round" else {}
+    scaled: dict[float, Profile] = {}
     sims: dict[tuple[int, str], dict[str, float]] = {}
     replays = []
     for run in record.runs:
-        sim = simulate(trace_of(run.result), profile, run.policy, cfg)
+        base = bases.get((run.round, run.label))
+        priced_on = profile if base is None else scaled.setdefault(base, profile.scaled(base))
+        sim = simulate(trace_of(run.result), priced_on, run.policy, cfg)
         s = summarize(sim).as_dict()
         sims[(run.round, run.label)] = {k: float(s[k]) for k in JUDGED}
-        rep = step_replay(run.result, profile, config.draft_kv == "sync")
+        rep = step_replay(run.result, priced_on, sync)
         replays.append(rep.assign(policy=run.label, round=run.round))
     agree = bench_agreement(record.runs, sims)
     console.print(f"benchmark {record.folder}: trace {meta.get('trace')}, "
                   f"{agree.rounds} rounds ({agree.clean_rounds} used), policies "
                   f"{', '.join(str(p) for p in meta.get('policies') or [])}; "
                   f"profile {profile.name}")
+    if bases:
+        console.print(_time_base_line(bases, record.runs))
     replay = _replay_by_kind(pd.concat(replays, ignore_index=True))
     console.print(_table(replay, "every live step priced by the simulator, per kind "
                          "(error of the total, mean ± 95% over the rounds)"))
@@ -107,6 +126,42 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     if args.out is not None:
         console.print(f"wrote {args.out}/")
     return 0
+
+
+def _time_bases(runs: Sequence[RoundRun], profile: Profile, sync: bool
+                ) -> dict[tuple[int, str], float]:
+    """(round, label) -> the factor the run is priced at: the mean time base of its
+    round's reference runs (the noise twins), the other twin's for a twin."""
+    from nightjar.results.bench import labels_of, noise_pair
+    from nightjar.validate import priced_steps, time_base
+
+    pair = noise_pair(labels_of(runs))
+    if pair is None:
+        raise NightjarInputError("--time-base round needs the benchmark's noise twin (one "
+                                 "policy run twice a round, as `nightjar bench live` does)")
+    own = {(r.round, r.label): time_base(priced_steps(r.result, profile, sync))
+           for r in runs if r.label in pair}
+    out = {}
+    for r in runs:
+        refs = [own.get((r.round, x), math.nan) for x in pair if x != r.label]
+        refs = [f for f in refs if math.isfinite(f) and f > 0]
+        if not refs:
+            raise NightjarInputError(f"--time-base round: round {r.round}'s reference runs "
+                                     f"({', '.join(pair)}) ran no pure decode step")
+        out[(r.round, r.label)] = sum(refs) / len(refs)
+    return out
+
+
+def _time_base_line(bases: dict[tuple[int, str], float], runs: Sequence[RoundRun]) -> str:
+    """Per round: the factor its runs are priced at, and each twin's own time base (the
+    factor the other twin is priced at)."""
+    from nightjar.results.bench import labels_of, noise_pair
+
+    a, b = noise_pair(labels_of(runs)) or ("", "")
+    rounds = sorted({r for r, _ in bases})
+    parts = [f"round {r} x{(bases[(r, a)] + bases[(r, b)]) / 2:.3f} ({a} x{bases[(r, b)]:.3f}, "
+             f"{b} x{bases[(r, a)]:.3f})" for r in rounds]
+    return "time base (each round's runs priced on the profile times it): " + "; ".join(parts)
 
 
 def _replay_by_kind(frame: pd.DataFrame) -> pd.DataFrame:

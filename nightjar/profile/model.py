@@ -42,7 +42,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from importlib import resources
 from itertools import pairwise
-from math import inf
+from math import inf, isfinite
 from typing import Any
 
 from nightjar.errors import NightjarInputError
@@ -238,6 +238,25 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         copy: dict[str, Any] = json.loads(json.dumps(self._data))  # caller may edit it
         return copy
+
+    def scaled(self, factor: float) -> Profile:
+        """This profile on a machine ``factor`` times as slow: every time in every table
+        (decode, draft forward, prefill, mixed, wake) times ``factor``, memory as is.
+        ``nightjar validate --time-base round`` prices a run at its machine's speed so."""
+        if not (isfinite(factor) and factor > 0):
+            raise NightjarInputError(f"profile {self.name}: a time factor must be > 0, "
+                                     f"got {factor!r}")
+        data = self.to_json()
+        timed = {"decode": (3, 4, 5), "draft_forward": (2,), "prefill": (1, 2),
+                 "mixed": (2,), "wake": (1,)}
+        for key, cols in timed.items():
+            if key in data:
+                data[key] = [[x * factor if i in cols else x for i, x in enumerate(row)]
+                             for row in data[key]]
+        with warnings.catch_warnings():
+            # The unscaled profile already said what its load finds (a scale keeps it).
+            warnings.simplefilter("ignore", ProfileWarning)
+            return Profile.from_json(data, f"{self.name} x{factor:.3f}")
 
     def clamp(self, batch_size: int, context_len: float) -> tuple[int, float]:
         """The point a lookup is priced at: the context clamped to the table's edges,
