@@ -158,9 +158,19 @@ def _time_base_line(bases: dict[tuple[int, str], float], runs: Sequence[RoundRun
     from nightjar.results.bench import labels_of, noise_pair
 
     a, b = noise_pair(labels_of(runs)) or ("", "")
-    rounds = sorted({r for r, _ in bases})
-    parts = [f"round {r} x{(bases[(r, a)] + bases[(r, b)]) / 2:.3f} ({a} x{bases[(r, b)]:.3f}, "
-             f"{b} x{bases[(r, a)]:.3f})" for r in rounds]
+
+    def own(r: int, twin: str, other: str) -> str:
+        # A round may lack a twin (a run left out): its own base is then unknown.
+        f = bases.get((r, other))
+        return f"{twin} x{f:.3f}" if f is not None and (r, twin) in bases else f"{twin} -"
+
+    parts = []
+    for r in sorted({r for r, _ in bases}):
+        # Every other run of the round is priced at the twins' mean.
+        round_bases = [f for (q, label), f in bases.items() if q == r]
+        others = [f for (q, label), f in bases.items() if q == r and label not in (a, b)]
+        mean = others[0] if others else sum(round_bases) / len(round_bases)
+        parts.append(f"round {r} x{mean:.3f} ({own(r, a, b)}, {own(r, b, a)})")
     return "time base (each round's runs priced on the profile times it): " + "; ".join(parts)
 
 
