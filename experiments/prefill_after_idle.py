@@ -8,8 +8,8 @@ prices each run's prefill-only steps as ``nightjar validate`` does
 (:func:`nightjar.validate.priced_steps`, with the draft-KV mode the benchmark ran),
 and prints, per bucket of the idle time before the step (its start less the previous
 step's end), the steps, the live / priced ratio (also in the run's time base: over
-its pure decode steps' median ratio, which divides out a machine that ran faster or
-slower than when the profile was measured) and the extra milliseconds. With a
+its time base, :func:`nightjar.validate.time_base`, which divides out a machine that
+ran faster or slower than when the profile was measured) and the extra milliseconds. With a
 profile that has a ``wake`` table the price includes it, so what is left is the
 residual. Pure reading: the figures are the step logs'.
 """
@@ -25,7 +25,7 @@ import pandas as pd
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import Profile, load_profile
 from nightjar.results.bench import read_bench
-from nightjar.validate import priced_steps
+from nightjar.validate import priced_steps, time_base
 
 GAPS = (-1.0, 0.1, 1.0, 1e9)  # seconds of idle before the step: bucket edges
 
@@ -36,12 +36,10 @@ def rows(bench: Path, profile: Profile) -> pd.DataFrame:
     out = []
     for run in record.runs:
         priced = priced_steps(run.result, profile, sync)
-        # The run's time base: its pure decode steps' median live / priced. A machine
-        # that ran faster or slower than when the profile was measured moves every
-        # step by about this factor; the base ratio divides it out.
-        decode = priced[priced.kind == "decode"]
-        base = float((decode.step_time_s / decode.priced_s).median()) if len(decode) else 1.0
-        out.append(priced[priced.kind == "prefill"].assign(label=run.label, base=base))
+        # A machine that ran faster or slower than when the profile was measured moves
+        # every step by about the run's time base; the base ratio divides it out.
+        out.append(priced[priced.kind == "prefill"].assign(label=run.label,
+                                                           base=time_base(priced)))
     df = pd.concat(out) if out else pd.DataFrame()
     return df.rename(columns={"step_time_s": "live_s"})
 
