@@ -128,6 +128,9 @@ def add_parser(sub: Any) -> None:
     m.add_argument(
         "--output-tokens", type=int, default=32, help="tokens decoded per measured request"
     )
+    m.add_argument("--no-ladders", action="store_true",
+                   help="one decode window (and one prefill of its prompts) per batch size, "
+                   "instead of batches that shrink through the sizes after one prefill")
     m.add_argument("--repeats", type=int, default=2,
                    help="passes over the grid (interleaved: each cell's windows minutes apart)")
     m.add_argument("--remeasure", type=int, default=2,

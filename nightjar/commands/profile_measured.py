@@ -72,6 +72,8 @@ def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
         parts += ["--in-process"]
     if args.keep_inconsistent:
         parts += ["--keep-inconsistent"]
+    if args.no_ladders:
+        parts += ["--no-ladders"]
     if args.add_mixed_to:
         parts += ["--add-mixed-to", args.add_mixed_to]
     parts += ["--out", str(out)]
@@ -234,6 +236,7 @@ def run_measured(args: argparse.Namespace) -> int:
             model_max_len=min(max_position(target), max_position(draft or target)),
             in_process=args.in_process,
             remeasure=args.remeasure,
+            ladders=not args.no_ladders,
         )
         plan.check()
 

@@ -57,7 +57,9 @@ MAX_CONCENTRATION = 1000.0
 @dataclass(frozen=True, slots=True)
 class Window:
     """One batch of requests the profiler submitted: ``kind`` decode, prefill, mixed,
-    accept or wake (submitted ``pause_s`` after the engine's previous step)."""
+    accept or wake (submitted ``pause_s`` after the engine's previous step). A decode
+    window may be a ladder (:mod:`nightjar.live.profiling.ladder`): its batch shrinks
+    through ``rungs``, each a batch size it measures."""
 
     kind: str
     batch_size: int
@@ -66,6 +68,12 @@ class Window:
     end: float
     request_ids: tuple[str, ...] = ()
     pause_s: float = 0.0
+    rungs: tuple[int, ...] = ()  # a ladder's batch sizes, largest (batch_size) first
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The batch sizes this window measures."""
+        return self.rungs or (self.batch_size,)
 
 
 @dataclass
@@ -120,14 +128,16 @@ def decode_cells(
     run: EngineRun, gamma: int
 ) -> dict[tuple[int, int], tuple[float, float, float, int]]:
     """(B, C) -> (step_ms, draft_ms, verify_ms, steps) over the pure decode steps with B
-    running that verified ``gamma`` drafts and proposed ``gamma`` (a fixed-gamma step)."""
+    running that verified ``gamma`` drafts and proposed ``gamma`` (a fixed-gamma step),
+    B one of the window's batch sizes (a ladder's batch passes through sizes between
+    its rungs as a group's requests finish: those steps are no cell's)."""
     samples: dict[tuple[int, int], list[_Timed]] = defaultdict(list)
     for t in attribute(run):
         w, s = t.window, t.step
         if w is None or w.kind != "decode" or s.prefill_tokens or s.gamma != gamma:
             continue
-        if t.proposed == gamma and s.batch_size == w.batch_size:
-            samples[(w.batch_size, w.context)].append(t)
+        if t.proposed == gamma and s.batch_size in w.sizes:
+            samples[(s.batch_size, w.context)].append(t)
     return {
         key: (
             _median_ms([t.step.step_time_s for t in ts]),

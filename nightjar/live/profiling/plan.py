@@ -10,6 +10,7 @@ from typing import Any
 
 from nightjar.core.drafter import DRAFT_MODEL
 from nightjar.errors import NightjarInputError
+from nightjar.live.profiling.ladder import chains
 
 # Prompt length of the measured prefill steps: a typical prompt, not the longest
 # context (a long prompt's attention would make every prefill step look dear).
@@ -73,6 +74,9 @@ class ProfilePlan:
     # Passes over the decode cells that contradict the cost model's shape (a larger
     # gamma or batch cheaper, nightjar.profile.check) before the profile is refused.
     remeasure: int = 2
+    # Decode windows at one context share their prompts' prefill where they can
+    # (nightjar.live.profiling.ladder); False: one window, one prefill, per batch size.
+    ladders: bool = True
     # vLLM's speculative method (nightjar.core.drafter) and its other config keys.
     method: str = DRAFT_MODEL
     spec_options: tuple[tuple[str, Any], ...] = ()
@@ -83,13 +87,24 @@ class ProfilePlan:
 
     @property
     def max_model_len(self) -> int:
-        decode = max(self.contexts) + self.output_tokens // 2 + self.gamma_max + 2
+        # A ladder's longest request (nightjar.live.profiling.ladder) runs past its
+        # context by up to about 1.5 windows of output; a plain window's by half of one.
+        decode = max(self.contexts) + 2 * self.output_tokens + self.gamma_max + 2
         return max(decode, min(max(self.prefill_lengths) + 2, self.model_max_len))
 
     @property
     def token_budget(self) -> int:
         """max_num_batched_tokens: a measured prefill of n tokens must fit one step."""
         return max(max(self.prefill_lengths), 2048)
+
+    def decode_chains(self, context: int) -> list[tuple[int, ...]]:
+        """The decode windows at ``context``: their batch sizes, largest first (a
+        window of several is a ladder)."""
+        if not self.ladders:
+            return [(b,) for b in sorted(self.batch_sizes, reverse=True)]
+        # A ladder's longest request must fit, with a step's drafts, in max_model_len.
+        room = self.max_model_len - self.gamma_max - 2
+        return chains(self.batch_sizes, context, self.output_tokens, room)
 
     def prefill_prompts(self, n: int) -> list[int]:
         """Prompt lengths that make one prefill step of ``n`` tokens: a long n is split

@@ -60,12 +60,11 @@ from nightjar.live.profiling.build import (
     prefill_rows,
     wake_rows,
 )
+from nightjar.live.profiling.estimate import Rates, grid_seconds
 from nightjar.live.profiling.plan import PREFILL_PROMPT, ProfilePlan
 from nightjar.live.profiling.session import (
     DRAFT,
     NODRAFT,
-    SETTLE_S,
-    WAKE_SAMPLES,
     Progress,
     Session,
     started_engines,
@@ -78,46 +77,31 @@ __all__ = ["PREFILL_PROMPT", "ProfilePlan", "measure_mixed", "measure_profile"]
 # (label, windows measured, windows in all) after each measured window.
 Tick = Callable[[str, int, int], None]
 WARMUP_TOKENS = 8
+WARMUP_PREFILL = 1024  # prompt tokens of the warm-up prefill window
 
 
 def _warm_and_estimate(session: Session) -> float:
-    """Warm both engines up (windows at the smallest and largest batch, not counted)
-    and estimate the grid's seconds from how long those took."""
+    """Warm both engines up (windows not counted) and estimate the grid's seconds from
+    the speeds the last of them show: a prefill, decode at the smallest and largest
+    batch (:mod:`nightjar.live.profiling.estimate`)."""
     plan = session.plan
     c0, b_max = min(plan.contexts), max(plan.batch_sizes)
-    per_token: dict[str, dict[int, float]] = {}
+    prompt = c0 - WARMUP_TOKENS // 2
+    rates: dict[str, Rates] = {}
     for label in session.engines:
-        per_token[label] = {}
-        for b in (1, b_max):
-            w = session.decode(label, b, c0, WARMUP_TOKENS, counted=False)
-            per_token[label][b] = (w.end - w.start) / WARMUP_TOKENS
+        session.decode(label, (1,), c0, WARMUP_TOKENS, counted=False)  # a cold start
+        w = session.prefill(label, WARMUP_PREFILL, counted=False)
+        prompt_s = (w.end - w.start) / WARMUP_PREFILL
+        step: dict[int, float] = {}
+        for b in (b_max, 1):
+            w = session.decode(label, (b,), c0, WARMUP_TOKENS, counted=False)
+            step[b] = max(w.end - w.start - prompt_s * b * prompt, 0.0) / WARMUP_TOKENS
+        rates[label] = Rates(prompt_s, step[1], step[b_max], b_max)
     # The warm-up windows are not measurements: forget what they recorded.
     for label in session.engines:
         session.windows[label].clear()
         session.engines[label].llm.collective_rpc("nightjar_probe_take")
-
-    def window_s(label: str, b: int, c: int, tokens: int) -> float:
-        t1, tm = per_token[label][1], per_token[label][b_max]
-        per = t1 + (tm - t1) * (b - 1) / max(b_max - 1, 1)
-        # Longer contexts: their prompts' prefill and attention, roughly linear in c.
-        return tokens * per * (1.0 + c / 1024.0)
-
-    total = 0.0
-    if not plan.only_mixed:
-        for c in plan.contexts:
-            for b in plan.batch_sizes:
-                total += sum(window_s(label, b, c, plan.output_tokens)
-                             for label in session.engines) + SETTLE_S
-        # A prefill step of n tokens costs about n / b_max decode steps at b_max.
-        prefill = sum(plan.prefill_lengths) / b_max
-        total += sum(window_s(label, b_max, 0, 1) * prefill for label in session.engines)
-        wake = WAKE_SAMPLES * len(plan.wake_pauses)
-        total += WAKE_SAMPLES * sum(plan.wake_pauses) + 2 * wake * window_s(
-            NODRAFT, b_max, 0, 1) * plan.wake_tokens / b_max
-    for b in plan.mixed_batch_sizes:
-        for n in plan.mixed_tokens:
-            total += window_s(NODRAFT, b, 0, 4) + window_s(NODRAFT, b_max, 0, 1) * n / b_max
-    return plan.repeats * total + window_s(DRAFT, b_max, c0, plan.output_tokens)
+    return grid_seconds(plan, rates)
 
 
 def measure_profile(
@@ -161,7 +145,7 @@ def measure_profile(
                 say(f"  {len(bad)} decode cells contradict a smaller gamma or batch; measuring "
                     f"{len(cells)} (B, context) points again ({attempt + 1}/{plan.remeasure})")
                 for k, (b, c) in enumerate(cells):
-                    session.decode_pair(b, int(c), NODRAFT if k % 2 == 0 else DRAFT)
+                    session.decode_pair((b,), int(c), NODRAFT if k % 2 == 0 else DRAFT)
                     again.append([b, c])
                 session.fill(say)
                 runs = session.collect()

@@ -171,8 +171,9 @@ class Session:
             self.done += 1
             self.tick(self.done)
 
-    def decode(self, label: str, b: int, c: int, output: int | None = None,
+    def decode(self, label: str, rungs: tuple[int, ...], c: int, output: int | None = None,
                counted: bool = True, first: int | None = None) -> Window:
+        """One decode window (a ladder when ``rungs`` has more than one batch size)."""
         engine = self._on(label)
         policy = None
         if engine.drafted:
@@ -180,19 +181,22 @@ class Session:
             shift = self._cycles if first is None else _first_index(plan.gammas, first)
             policy = decode_cycle(plan.gammas, plan.hold, shift)
             self._cycles += 1
-        w = decode_window(engine, b, c, output or self.plan.output_tokens, policy, self.rng)
+        w = decode_window(engine, rungs, c, output or self.plan.output_tokens, policy,
+                          self.rng)
         self._keep(label, w, counted)
         return w
 
-    def decode_pair(self, b: int, c: int, first: str) -> None:
-        """(B, c) on both engines, ``first`` first (alternated to halve the switches)."""
+    def decode_pair(self, rungs: tuple[int, ...], c: int, first: str) -> None:
+        """The window on both engines, ``first`` first (alternated to halve the switches)."""
         for label in (first, DRAFT if first == NODRAFT else NODRAFT):
-            self.decode(label, b, c)
+            self.decode(label, rungs, c)
 
-    def prefill(self, label: str, n: int) -> None:
+    def prefill(self, label: str, n: int, counted: bool = True) -> Window:
         engine = self._on(label)
         policy = "fixed:0" if engine.drafted else None
-        self._keep(label, prefill_window(engine, self.plan.prefill_prompts(n), policy, self.rng))
+        w = prefill_window(engine, self.plan.prefill_prompts(n), policy, self.rng)
+        self._keep(label, w, counted)
+        return w
 
     def wake_up(self, label: str) -> None:
         """A prefill that is not kept: the measured windows after it follow a step at once."""
@@ -240,11 +244,11 @@ class Session:
         """One repeat of the decode grid (both engines), prefill and mixed windows."""
         plan = self.plan
         if not plan.only_mixed:
-            order = plan.batch_sizes if repeat % 2 == 0 else plan.batch_sizes[::-1]
             k = 0
             for c in plan.contexts:
-                for b in order:
-                    self.decode_pair(b, c, NODRAFT if k % 2 == 0 else DRAFT)
+                windows = plan.decode_chains(c)
+                for rungs in windows if repeat % 2 == 0 else windows[::-1]:
+                    self.decode_pair(rungs, c, NODRAFT if k % 2 == 0 else DRAFT)
                     k += 1
             for label in (NODRAFT, DRAFT):
                 self.wake_up(label)
@@ -276,7 +280,7 @@ class Session:
             for label, b, c, g in short:
                 if (label, b, c) not in done:
                     done.add((label, b, c))
-                    self.decode(label, b, c, counted=False, first=g)
+                    self.decode(label, (b,), c, counted=False, first=g)
 
     def collect(self) -> dict[str, EngineRun]:
         out = {}
@@ -304,6 +308,6 @@ def window_count(plan: ProfilePlan) -> int:
     mixed = len(plan.mixed_batch_sizes) * len(plan.mixed_tokens)
     if plan.only_mixed:
         return plan.repeats * mixed
-    decode = 2 * len(plan.contexts) * len(plan.batch_sizes)
+    decode = 2 * sum(len(plan.decode_chains(c)) for c in plan.contexts)
     wake = 2 * WAKE_SAMPLES * len(plan.wake_pauses)
     return plan.repeats * (decode + 2 * len(plan.prefill_lengths) + mixed + wake) + 1

@@ -22,6 +22,7 @@ import numpy as np
 
 from nightjar.errors import NightjarInputError
 from nightjar.live.plugins.runs import RunStart
+from nightjar.live.profiling import ladder
 from nightjar.live.profiling.build import Window
 
 # Mixed windows: decoding requests start from prompts of this many tokens (their
@@ -44,16 +45,18 @@ class Engine:
     seed: int
     vocab: int
 
-    def params(self, n: int, max_tokens: int, policy: str | None) -> list[Any]:
-        """Sampling parameters for ``n`` prompts; the first opens a run of ``policy``
-        (on the draft engine only: the no-draft engine only ever runs ``nospec``)."""
+    def params(self, n: int, max_tokens: int | list[int], policy: str | None) -> list[Any]:
+        """Sampling parameters for ``n`` prompts (``max_tokens`` one for all or one
+        each); the first opens a run of ``policy`` (on the draft engine only: the
+        no-draft engine only ever runs ``nospec``)."""
         from vllm import SamplingParams
 
+        caps = max_tokens if isinstance(max_tokens, list) else [max_tokens] * n
         out = []
         for i in range(n):
             extra = (RunStart(policy, str(self.log), self.seed).extra_args()
                      if i == 0 and policy is not None and self.drafted else None)
-            out.append(SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True,
+            out.append(SamplingParams(temperature=0.0, max_tokens=caps[i], ignore_eos=True,
                                       extra_args=extra))
         return out
 
@@ -63,7 +66,7 @@ class Engine:
         ids = rng.integers(3, max(4, self.vocab), size=(n, length))
         return [TokensPrompt(prompt_token_ids=[int(t) for t in row]) for row in ids]
 
-    def generate(self, prompts: list[Any], max_tokens: int, policy: str | None
+    def generate(self, prompts: list[Any], max_tokens: int | list[int], policy: str | None
                  ) -> tuple[float, float, tuple[str, ...]]:
         params = self.params(len(prompts), max_tokens, policy)
         start = time.monotonic()
@@ -71,11 +74,15 @@ class Engine:
         return start, time.monotonic(), tuple(str(o.request_id) for o in outs)
 
 
-def decode_window(engine: Engine, b: int, c: int, output: int, policy: str | None,
-                  rng: np.random.Generator) -> Window:
-    """B prompts of ``c - output/2`` tokens decode ``output`` tokens: mean context c."""
-    start, end, ids = engine.generate(engine.prompts(b, c - output // 2, rng), output, policy)
-    return Window("decode", b, c, start, end, ids)
+def decode_window(engine: Engine, rungs: tuple[int, ...], c: int, output: int,
+                  policy: str | None, rng: np.random.Generator) -> Window:
+    """B prompts of ``c - output/2`` tokens decode ``output`` tokens: mean context c.
+    With more than one rung, a ladder (:mod:`nightjar.live.profiling.ladder`): each
+    rung's batch decodes ``output`` tokens at mean context c."""
+    shapes = ladder.requests(rungs, c, output)
+    prompts = [engine.prompts(1, p, rng)[0] for p, _ in shapes]
+    start, end, ids = engine.generate(prompts, [n for _, n in shapes], policy)
+    return Window("decode", rungs[0], c, start, end, ids, rungs=rungs if len(rungs) > 1 else ())
 
 
 def prefill_window(engine: Engine, lengths: list[int], policy: str | None,
