@@ -43,9 +43,9 @@ def grid_seconds(plan: ProfilePlan, rates: dict[str, Rates]) -> float:
     if not plan.only_mixed:
         for c in plan.contexts:
             for rungs in plan.decode_chains(c):
+                prompt = sum(p for p, _ in requests(rungs, c, plan.output_tokens))
                 for r in rates.values():
-                    shapes = requests(rungs, c, plan.output_tokens)
-                    one += r.prompt_s * sum(p for p, _ in shapes)
+                    one += r.prompt_s * prompt
                     one += sum(plan.output_tokens * r.step_s(b) for b in rungs)
                 switches += 2
         for r in rates.values():

@@ -22,12 +22,17 @@ from __future__ import annotations
 MIN_PROMPT = 1
 
 
+def _group_sizes(rungs: tuple[int, ...]) -> list[int]:
+    """Requests in each group: those that leave after rung j."""
+    return [b - nxt for b, nxt in zip(rungs, (*rungs[1:], 0), strict=True)]
+
+
 def ladder_prompts(rungs: tuple[int, ...], context: int, tokens: int) -> list[int] | None:
     """Prompt length per group (``len(rungs)`` of them, group j stopping after rung j)
     so that each rung's mean context is ``context``; None when some group's prompt
     would be shorter than ``MIN_PROMPT``. ``rungs`` strictly decreasing, > 0."""
     k_last = len(rungs) - 1
-    sizes = [rungs[j] - (rungs[j + 1] if j < k_last else 0) for j in range(len(rungs))]
+    sizes = _group_sizes(rungs)
     exact = [0.0] * len(rungs)
     for k in range(k_last, -1, -1):
         mid = tokens * k + tokens / 2
@@ -66,7 +71,6 @@ def requests(rungs: tuple[int, ...], context: int, tokens: int) -> list[tuple[in
     if prompts is None:
         raise ValueError(f"no ladder {rungs} at context {context} with {tokens} tokens a rung")
     out: list[tuple[int, int]] = []
-    for j, p in enumerate(prompts):
-        n = rungs[j] - (rungs[j + 1] if j + 1 < len(rungs) else 0)
+    for j, (p, n) in enumerate(zip(prompts, _group_sizes(rungs), strict=True)):
         out += [(p, (j + 1) * tokens)] * n
     return out
