@@ -22,6 +22,14 @@ package, so nothing else is installed and nothing touches ``sys.path`` by hand. 
 first use of a commit takes a few seconds; later runs reuse the folder.
 ``--against-python`` times any interpreter that has nightjar installed.
 
+The ``build`` column says how each side's step loop was built: ``C`` where mypyc
+compiled it (a regular install, setup.py), ``py`` where the Python sources run (an
+editable install such as a development venv's, or a commit from before setup.py). A
+reference is a regular install, so ``--against HEAD`` times the compiled build of the
+last commit against this interpreter's (in a development venv, the sources)::
+
+    python benchmarks/sim_speed.py --against HEAD --against f8ba7cd --repeats 3
+
 Every measurement is a fresh process running this file's ``--child`` (the same
 timing code for every side: the child finds the trace, profile and simulator
 modules under the names the installed version uses). For each case the sides run
@@ -104,7 +112,8 @@ def child(case: str, hot_loop: bool) -> None:
     cpu = time.process_time() - cpu_started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({
-        "case": case, "requests": len(trace), "steps": len(result.steps),
+        "case": case, "compiled": bool(getattr(sim, "COMPILED", False)),
+        "requests": len(trace), "steps": len(result.steps),
         "simulated_s": result.duration_s, "wall_s": wall, "cpu_s": cpu,
         "speedup": result.duration_s / wall, "peak_mb": peak_mb,
         "us_per_step": 1e6 * wall / max(len(result.steps), 1),
@@ -167,12 +176,17 @@ def reference_python(rev: str, cache: Path) -> str:
     return str(python)
 
 
+def _build(r: dict[str, Any]) -> str:
+    """How the side's step loop was built: mypyc's C or the Python sources."""
+    return "C" if r.get("compiled") else "py"
+
+
 def _row(label: str, runs: list[dict[str, Any]]) -> str:
     keys = ("wall_s", "cpu_s", "proc_s", "steps", "us_per_step", "speedup", "peak_mb")
     med = {k: statistics.median(r.get(k, float("nan")) for r in runs) for k in keys}
-    return (f"{label:<22} {med['wall_s']:>8.2f} {med['cpu_s']:>8.2f} {med['proc_s']:>8.2f} "
-            f"{med['steps']:>9.0f} {med['us_per_step']:>8.1f} {med['speedup']:>8.0f} "
-            f"{med['peak_mb']:>8.0f}")
+    return (f"{label:<22} {_build(runs[0]):>5} {med['wall_s']:>8.2f} {med['cpu_s']:>8.2f} "
+            f"{med['proc_s']:>8.2f} {med['steps']:>9.0f} {med['us_per_step']:>8.1f} "
+            f"{med['speedup']:>8.0f} {med['peak_mb']:>8.0f}")
 
 
 def compare(sides: list[tuple[str, str]], cases: list[str], repeats: int) -> None:
@@ -184,8 +198,8 @@ def compare(sides: list[tuple[str, str]], cases: list[str], repeats: int) -> Non
             for label, python in sides:  # alternating: A B A B ...
                 runs[label].append(run_child(python, case))
         print(f"\n{case}: median of {repeats} alternating runs")
-        print(f"{'':<22} {'wall s':>8} {'cpu s':>8} {'proc s':>8} {'steps':>9} {'us/step':>8} "
-              f"{'x real':>8} {'peak MB':>8}")
+        print(f"{'':<22} {'build':>5} {'wall s':>8} {'cpu s':>8} {'proc s':>8} {'steps':>9} "
+              f"{'us/step':>8} {'x real':>8} {'peak MB':>8}")
         for label, _ in sides:
             print(_row(label, runs[label]))
         cur = runs[sides[0][0]]
@@ -229,11 +243,12 @@ def main() -> None:
         sides += [(p, p) for p in args.against_python]
         compare(sides, cases, args.repeats)
         return
-    print(f"{'case':<20} {'requests':>9} {'steps':>8} {'sim s':>8} {'wall s':>8} "
+    print(f"{'case':<20} {'build':>5} {'requests':>9} {'steps':>8} {'sim s':>8} {'wall s':>8} "
           f"{'x real':>8} {'us/step':>8} {'peak MB':>8}")
     for case in cases:
         r = run_child(sys.executable, case, args.profile_hot_loop)
-        print(f"{r['case']:<20} {r['requests']:>9} {r['steps']:>8} {r['simulated_s']:>8.0f} "
+        print(f"{r['case']:<20} {_build(r):>5} {r['requests']:>9} {r['steps']:>8} "
+              f"{r['simulated_s']:>8.0f} "
               f"{r['wall_s']:>8.2f} {r['speedup']:>8.0f} {r['us_per_step']:>8.1f} "
               f"{r['peak_mb']:>8.0f}")
 

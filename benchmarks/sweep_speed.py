@@ -17,7 +17,10 @@ Each measurement runs in a fresh process and output folder, so nothing is resume
 The 1-minute load average is printed before and after: on a shared machine the
 figures are upper bounds.
 
-    python benchmarks/sweep_speed.py [--skip-full] [--skip-ray]
+    python benchmarks/sweep_speed.py [--skip-full] [--skip-ray] [--python PYTHON]
+
+``--python``: time the nightjar another interpreter has installed (say, a regular
+install's compiled step loop, where this one runs the sources).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# Commands run here, never in the checkout, whose nightjar/ (the Python sources) would
+# shadow the interpreter's installed one (a regular install's is compiled: setup.py).
+NEUTRAL = tempfile.gettempdir()
 POLICIES = ["nospec", "fixed:1", "fixed:3", "nightjar+", "dsd"]
 RAY_POLICIES = ["nospec", "fixed:3", "nightjar+", "dsd"]
 SCALES = "0.5,0.75,1,1.25"
@@ -51,8 +57,9 @@ def ten_minute_trace(folder: Path) -> Path:
     return path
 
 
-def sweep_cmd(trace: Path, out: Path, scales: str, policies: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "nightjar.cli", "sweep", "--trace", str(trace),
+def sweep_cmd(python: str, trace: Path, out: Path, scales: str, policies: list[str]
+              ) -> list[str]:
+    cmd = [python, "-m", "nightjar.cli", "sweep", "--trace", str(trace),
            "--rate-scale", scales, "--seeds", str(SEEDS), "--out", str(out), "--quiet"]
     for p in policies:
         cmd += ["--policy", p]
@@ -63,7 +70,7 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and its workers)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=NEUTRAL)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -93,6 +100,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-full", action="store_true", help="skip the 100-cell sweep")
     parser.add_argument("--skip-ray", action="store_true", help="skip the Ray scaling")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter whose nightjar runs the sweeps (default: this one)")
     parser.add_argument("--ray-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ray_child:
@@ -100,11 +109,16 @@ def main() -> None:
         ray_child(trace, out, int(workers))
         return
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    build = subprocess.run(
+        [args.python, "-c", "from nightjar.sim import COMPILED; print(COMPILED)"],
+        capture_output=True, text=True, cwd=NEUTRAL, check=True).stdout.strip()
+    print(f"{args.python}: the simulator "
+          f"{'compiled with mypyc' if build == 'True' else 'from the Python sources'}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         trace = ten_minute_trace(folder)
         if not args.skip_full:
-            wall, cpu = timed([*sweep_cmd(trace, folder / "full", SCALES, POLICIES),
+            wall, cpu = timed([*sweep_cmd(args.python, trace, folder / "full", SCALES, POLICIES),
                                "--jobs", "2"])
             # CPU time / 2 is what 2 quiet cores would need at best: contention from
             # other processes stretches the wall time, hardly the CPU time.
@@ -114,14 +128,14 @@ def main() -> None:
         if not args.skip_ray:
             print(f"20 cells (rate scale 1, {' '.join(RAY_POLICIES)} x {SEEDS} seeds):")
             for jobs in (1, 2):
-                wall, cpu = timed([*sweep_cmd(trace, folder / f"local{jobs}", "1",
+                wall, cpu = timed([*sweep_cmd(args.python, trace, folder / f"local{jobs}", "1",
                                               RAY_POLICIES), "--jobs", str(jobs), "--no-report"])
                 print(f"  local --jobs {jobs}: {wall:.1f} s ({cpu:.0f} CPU s)")
             for workers in (1, 2):
                 proc = subprocess.run(
-                    [sys.executable, __file__, "--ray-child", str(trace),
+                    [args.python, __file__, "--ray-child", str(trace),
                      str(folder / f"ray{workers}"), str(workers)],
-                    capture_output=True, text=True, cwd=REPO,
+                    capture_output=True, text=True, cwd=NEUTRAL,
                     env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"},
                 )
                 if proc.returncode != 0:

@@ -58,11 +58,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``, with how the simulator was built: told only when asked, since
+    finding out imports it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from nightjar.sim import COMPILED
+
+        build = "compiled with mypyc" if COMPILED else "pure Python"
+        print(f"nightjar {__version__} (simulator: {build})")  # stdout, as argparse's own
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="nightjar", description="Adaptive speculative decoding for LLM serving."
     )
-    parser.add_argument("--version", action="version", version=f"nightjar {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and whether the simulator is compiled")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         module = importlib.import_module(f"nightjar.commands.{name}")

@@ -4,6 +4,7 @@ charges it to the same live steps, and the profiler's aggregation (no vLLM neede
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -67,17 +68,13 @@ def test_the_price_adds_the_wake_to_a_step_after_idle_only(woken: Profile) -> No
     shape = StepShape(n_decode=0, g_max=0, drafted=0, mean_ctx=0.0, prefill_tokens=256,
                       draft_loaded=False, sync=False)
     busy = price_step(woken, shape)
-    late = price_step(woken, StepShape(**{**_fields(shape), "idle_s": 2.0}))
+    late = price_step(woken, dataclasses.replace(shape, idle_s=2.0))
     assert busy.wake_s == 0.0 and late.wake_s == pytest.approx(0.100)
     assert late.total_s == pytest.approx(busy.total_s + 0.100)
     # The profile without the table prices the same step the same either way.
     plain = load_profile(DEFAULT_PROFILE)
-    assert price_step(plain, StepShape(**{**_fields(shape), "idle_s": 2.0})) == price_step(
+    assert price_step(plain, dataclasses.replace(shape, idle_s=2.0)) == price_step(
         plain, shape)
-
-
-def _fields(shape: StepShape) -> dict[str, Any]:
-    return {k: getattr(shape, k) for k in StepShape.__slots__}
 
 
 def _spaced(gaps: list[float]) -> Trace:

@@ -15,6 +15,7 @@ from nightjar.results.write import write_run
 from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
 from nightjar.sim.engine import Engine
 from nightjar.trace.model import Trace, load_trace
+from tests.compiled import patches_the_simulator
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +258,7 @@ def test_v0_runs_prefill_only_steps(a100: Profile) -> None:
 # Schedules that read the batch (fixed:G and nospec read nothing of their context, so
 # the engine does not count the batch for them: tests/test_sim_context_free.py).
 @pytest.mark.parametrize(("policy", "budget"), [("schedule:1-:2", 8192), ("schedule:1-:0", 256)])
+@patches_the_simulator
 def test_an_admission_steps_policy_sees_running_plus_admitted(
     a100: Profile, policy: str, budget: int
 ) -> None:

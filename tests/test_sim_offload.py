@@ -14,6 +14,7 @@ from nightjar.sim.batch import NEG_LEFT
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
 from nightjar.trace.model import Trace, load_trace
+from tests.compiled import patches_the_simulator
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 
@@ -102,6 +103,7 @@ def _cycling_trace() -> Trace:
     )
 
 
+@patches_the_simulator
 @pytest.mark.parametrize("mode", list(ReloadMode))
 def test_no_request_is_lost_or_duplicated_across_cycles(
     rtx: Profile, mode: ReloadMode, monkeypatch: pytest.MonkeyPatch

@@ -17,6 +17,7 @@ from nightjar.sim.bound import MAX_STRETCH
 from nightjar.sim.config import AcceptanceModel
 from nightjar.trace.model import Trace, load_trace, materialize
 from nightjar.trace.schema import parse_trace_json
+from tests.compiled import patches_the_simulator
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 SAMPLE = 7  # steps whose rebuild is checked at every stretch length
@@ -120,6 +121,7 @@ class _Reference:
         return out
 
 
+@patches_the_simulator
 @pytest.mark.parametrize("case", ["v0-skip", "v1-skip-nightjar+", "v1-sync-tetris",
                                   "opt-out", "positional-g5"])
 def test_each_steps_sums_equal_a_direct_sum_over_its_requests(

@@ -21,12 +21,17 @@ engines, which report completion to :attr:`StepDriver.controller`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from nightjar.core.estimators import expected_tokens
 from nightjar.core.memory import Action, MemoryController
 from nightjar.core.policy import Policy, clamp_decision
-from nightjar.core.types import Decision, LatencyModel, StepContext, StepOutcome
+from nightjar.core.types import (
+    Decision,
+    LatencyModel,
+    PrefillLatency,
+    StepContext,
+    StepOutcome,
+)
 
 # Neutral prior of the acceptance estimate: 0.5, worth ten drafted tokens.
 _PRIOR_ACCEPTED = 5.0
@@ -36,15 +41,6 @@ _PRIOR_DRAFTED = 10.0
 _MIX_ALPHA = 0.01
 # Prompt tokens are priced per token at this chunk size (a typical V1 chunk).
 _PREFILL_CHUNK = 2048
-
-
-@runtime_checkable
-class PrefillLatency(Protocol):
-    """A latency model that also prices prompts (a profile does; a step table does not)."""
-
-    def prefill_time_s(self, num_tokens: int) -> float: ...
-
-    def draft_prefill_time_s(self, num_tokens: int) -> float: ...
 
 
 @dataclass(slots=True)  # read-only by contract; not frozen, as StepContext (types.py)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 # One speculation length for the whole batch, or one per running request (in the
 # order of ``StepContext.request_ids``). vLLM only supports the former.
@@ -119,3 +119,14 @@ class LatencyModel(Protocol):
     """
 
     def step_time_s(self, batch_size: int, gamma: int, context_len: float) -> float: ...
+
+
+# Here rather than beside its one user (nightjar.core.driver): mypyc, which compiles the
+# driver (setup.py), cannot build a runtime-checkable protocol.
+@runtime_checkable
+class PrefillLatency(Protocol):
+    """A latency model that also prices prompts (a profile does; a step table does not)."""
+
+    def prefill_time_s(self, num_tokens: int) -> float: ...
+
+    def draft_prefill_time_s(self, num_tokens: int) -> float: ...

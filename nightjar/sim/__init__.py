@@ -12,9 +12,11 @@ Installed as ``nightjar.sim``. Usage::
     results = simulate_many(trace, profile, ["nospec", "fixed:3", "nightjar"])
 
 Each returns :class:`nightjar.core.records.RunResult` (per-request and per-step
-records); deterministic for ``SimConfig.seed``.
+records); deterministic for ``SimConfig.seed``, and the same whether the step loop
+is compiled (:data:`COMPILED`) or not.
 """
 
+from nightjar.sim import engine as _engine
 from nightjar.sim.config import (
     AcceptanceModel,
     DraftKVMode,
@@ -32,7 +34,12 @@ from nightjar.sim.runner import (
 )
 from nightjar.sim.servable import OnUnfit, check_fit, fit_or_refuse
 
+# Whether the step loop runs as C built by mypyc (a regular install: setup.py) or from
+# the Python sources (an editable install, or ``NIGHTJAR_COMPILE=0``).
+COMPILED: bool = not (_engine.__file__ or "").endswith(".py")
+
 __all__ = [
+    "COMPILED",
     "AcceptanceModel",
     "DraftKVMode",
     "OnUnfit",

@@ -17,10 +17,9 @@ ABSENT = "absent"
 
 
 class NoDraft:
-    resident = False
-    state_name = ABSENT
-
     def __init__(self, now: Callable[[], float]) -> None:
+        self.resident = False
+        self.state_name = ABSENT
         self._now = now
         # The step driver needs a controller; this one is off and owns no blocks, so
         # it never starts a transfer (the policy never asks to speculate anyway).

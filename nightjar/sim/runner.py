@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import simpy
@@ -77,6 +79,20 @@ def policy_env(
     )
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cycle collector off while a run steps and lists its requests. Those allocate
+    a record per step and per request, and next to no cycles, so each collection only
+    rescanned the growing lists: 5-10% of a long run's time, for the same peak memory."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def check_policies(
     specs: Sequence[str], trace: Trace, profile: Profile, config: SimConfig
 ) -> None:
@@ -130,13 +146,15 @@ def simulate(
                     served.speculate)
     pol = make_policy(policy, policy_env(trace, profile, cfg, prior))
     engine = Engine(env, ledger, profile, pol, cfg, progress)
-    started = time.perf_counter()
-    env.process(engine.run())
-    env.run()
-    wall = time.perf_counter() - started
+    with _collector_paused():
+        started = time.perf_counter()
+        env.process(engine.run())
+        env.run()
+        wall = time.perf_counter() - started
+        requests = ledger.records()
     result = RunResult(
         policy=policy, engine="sim", trace=trace.name, profile=profile.name, seed=cfg.seed,
-        duration_s=float(env.now), requests=ledger.records(), steps=engine.steps,
+        duration_s=float(env.now), requests=requests, steps=engine.steps,
     )
     if fit.rejected.size:
         for record, rid in zip(result.requests, fit.kept.tolist(), strict=True):
