@@ -108,6 +108,8 @@ def main() -> None:
         trace, out, workers = args.ray_child
         ray_child(trace, out, int(workers))
         return
+    if os.sep in args.python:  # a path, run from NEUTRAL (not resolved: a venv's is a link)
+        args.python = os.path.abspath(args.python)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     build = subprocess.run(
         [args.python, "-c", "from nightjar.sim import COMPILED; print(COMPILED)"],
