@@ -2,9 +2,9 @@
 
 Everything but the build lives in pyproject.toml. The modules in :data:`COMPILED` run
 once or more per simulated step; mypyc turns them into C extensions (the same code,
-type-checked: 1.4-1.5x faster on this project's benchmark, benchmarks/sim_speed.py).
-The pure-Python sources stay in the package and are what runs where nothing was
-compiled. ``NIGHTJAR_COMPILE``:
+type-checked), 1.5-1.6x faster on benchmarks/sim_speed.py and sweep_speed.py. The
+Python sources stay in the package and run where nothing was compiled.
+``NIGHTJAR_COMPILE``:
 
 - unset: compile a regular install (``pip install .``), not an editable one
   (``pip install -e .``): there an edited source would hide behind its stale build;
@@ -73,7 +73,7 @@ class OptionalBuildExt(build_ext):  # type: ignore[misc]
             for ext in self.extensions:
                 Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
             print(f"warning: nightjar's simulator is not compiled ({exc}); "
-                  "it runs as pure Python, 1.4-1.5x slower", file=sys.stderr)
+                  "it runs from the Python sources, about 1.6x slower", file=sys.stderr)
 
 
 def ext_modules() -> list[Any]:

@@ -240,7 +240,8 @@ def main() -> None:
             os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nightjar-sim-speed"
         sides = [("current", sys.executable)]
         sides += [(rev, reference_python(rev, cache)) for rev in args.against]
-        sides += [(p, p) for p in args.against_python]
+        # A path runs from a neutral folder: absolute, not resolved (a venv's is a link).
+        sides += [(p, os.path.abspath(p) if os.sep in p else p) for p in args.against_python]
         compare(sides, cases, args.repeats)
         return
     print(f"{'case':<20} {'build':>5} {'requests':>9} {'steps':>8} {'sim s':>8} {'wall s':>8} "

@@ -5,14 +5,19 @@ compiled step loop to the sources' output byte for byte."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from nightjar.sim import COMPILED, engine
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_step_loop_is_built_as_expected() -> None:
@@ -29,3 +34,22 @@ def test_version_names_the_build() -> None:
                          capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
     build = "compiled with mypyc" if COMPILED else "pure Python"
     assert out.stdout.startswith("nightjar ") and f"(simulator: {build})" in out.stdout
+
+
+def _compiled_modules() -> list[str]:
+    """setup.py's ``COMPILED``, read without running the build."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMPILED":
+            paths = ast.literal_eval(node.value)
+            return [p.removesuffix(".py").replace("/", ".") for p in paths]
+    raise AssertionError("setup.py has no COMPILED list")
+
+
+def test_every_listed_module_is_built_as_the_step_loop_is() -> None:
+    modules = _compiled_modules()
+    assert "nightjar.sim.engine" in modules
+    for name in modules:
+        module = importlib.import_module(name)
+        # A regular install loads each listed module's C build; an editable one none.
+        assert (module.__file__ or "").endswith(".py") is not COMPILED, module.__file__
