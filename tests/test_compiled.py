@@ -6,16 +6,21 @@ compiled step loop to the sources' output byte for byte."""
 from __future__ import annotations
 
 import ast
+import copy
 import importlib
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from nightjar.sim import COMPILED, engine
+from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.sim import COMPILED, SimConfig, engine, simulate
+from nightjar.trace.model import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,3 +58,27 @@ def test_every_listed_module_is_built_as_the_step_loop_is() -> None:
         module = importlib.import_module(name)
         # A regular install loads each listed module's C build; an editable one none.
         assert (module.__file__ or "").endswith(".py") is not COMPILED, module.__file__
+
+
+def test_what_crosses_a_process_pickles_and_copies() -> None:
+    """A run's config (its memory settings included), a profile and a result pickle and
+    deep-copy in both builds (a compiled class would refuse: setup.py). A policy is a
+    run's state, built in the process that runs it from its spec (a sweep sends specs)."""
+    profile = load_profile(DEFAULT_PROFILE)
+    cfg = SimConfig(seed=3)
+    rng = np.random.default_rng(0)
+    n = 30
+    trace = Trace(
+        name="tiny", seed=0, arrival_s=np.cumsum(rng.exponential(0.2, n)),
+        prompt_tokens=rng.integers(8, 200, n), output_tokens=rng.integers(1, 40, n),
+        workload=np.array(["sharegpt"] * n, dtype=object), acceptance=np.full(n, np.nan),
+        prompts=None,
+    )
+    result = simulate(trace, profile, "nightjar+", cfg)
+    for value in (cfg, profile, result):
+        for copied in (pickle.loads(pickle.dumps(value)), copy.deepcopy(value)):
+            assert type(copied) is type(value)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg == copy.deepcopy(cfg)
+    again = pickle.loads(pickle.dumps(profile))
+    assert again.step_time_s(8, 3, 512.0) == profile.step_time_s(8, 3, 512.0)
+    assert pickle.loads(pickle.dumps(result)).requests == result.requests
