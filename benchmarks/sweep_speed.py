@@ -112,7 +112,8 @@ def main() -> None:
         args.python = os.path.abspath(args.python)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     build = subprocess.run(
-        [args.python, "-c", "from nightjar.sim import COMPILED; print(COMPILED)"],
+        [args.python, "-c",
+         "import nightjar.sim as s; print(getattr(s, 'COMPILED', False))"],  # older: none
         capture_output=True, text=True, cwd=NEUTRAL, check=True).stdout.strip()
     print(f"{args.python}: the simulator "
           f"{'compiled with mypyc' if build == 'True' else 'from the Python sources'}")
