@@ -19,8 +19,9 @@ from typing import Any
 
 from nightjar.config import RunConfig
 from nightjar.profile.model import load_profile
+from nightjar.results.alternatives import is_static
 from nightjar.results.metrics import summarize
-from nightjar.results.regret import bound_regret_pct, is_static, per_token_latency, regret
+from nightjar.results.regret import bound_regret_pct, per_token_latency, regret
 from nightjar.sim import OnUnfit, simulate_many
 from nightjar.trace.model import Trace, load_trace
 
@@ -191,7 +192,7 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
     results = {}
     for (prior, offload), runs in by_setting(g.runs).items():
         cfg = config(g.profile, g.seed, tuple(r[1] for r in runs), prior, offload)
-        sims = simulate_many(trace, profile, [r[1] for r in runs], cfg.sim_config(),
+        sims = simulate_many(trace, profile, [r[1] for r in runs], cfg.sim_config(profile.drafter),
                              on_unfit=OnUnfit(cfg.on_unfit), prior=cfg.prior)
         results.update({r[0]: res for r, res in zip(runs, sims, strict=True)})
     oracle = results.get("oracle")

@@ -22,8 +22,9 @@ import argparse
 
 from nightjar.core.records import RunResult
 from nightjar.profile.model import load_profile
+from nightjar.results.alternatives import is_static
 from nightjar.results.metrics import summarize
-from nightjar.results.regret import is_static, regret_curve, yardsticks
+from nightjar.results.regret import regret_curve, yardsticks
 from nightjar.sim import DraftKVMode, SimConfig, simulate_many
 from nightjar.trace.model import load_trace
 

@@ -28,6 +28,7 @@ from nightjar.core.records import RunResult
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.results.alternatives import AltRegret
 from nightjar.results.metrics import Summary
 from nightjar.results.regret import Regret, Yardsticks
 from nightjar.results.run_set import ResultSet
@@ -46,7 +47,9 @@ class Results(Sequence[RunResult]):
     """
 
     def __init__(self, runs: Sequence[RunResult], slo: Slo | None = None,
-                 title: str = "", *, table: pd.DataFrame | None = None) -> None:
+                 title: str = "", *, table: pd.DataFrame | None = None,
+                 gamma_max: int | None = None, offload: bool | None = None,
+                 movable: bool | None = None) -> None:
         if isinstance(runs, str | bytes) or not isinstance(runs, Sequence | Iterator):
             raise NightjarInputError(f"Results takes a list of runs, got {type(runs).__name__}")
         self.runs = list(runs)
@@ -62,6 +65,8 @@ class Results(Sequence[RunResult]):
         self.title = title or (f"{self.runs[0].trace} on {self.runs[0].profile}"
                                if self.runs else "nightjar run")
         self.table = table
+        # What the run set's yardsticks need to say which alternatives are missing.
+        self.gamma_max, self.offload, self.movable = gamma_max, offload, movable
         self._set: ResultSet | None = None
 
     @overload
@@ -96,7 +101,9 @@ class Results(Sequence[RunResult]):
                 " or nightjar sim --out for per-request records"
             )
         if self._set is None:
-            self._set = ResultSet.build(self.runs, title=self.title, slo=self.slo)
+            self._set = ResultSet.build(self.runs, title=self.title, slo=self.slo,
+                                        gamma_max=self.gamma_max, offload=self.offload,
+                                        movable=self.movable)
         return self._set
 
     @property
@@ -112,8 +119,13 @@ class Results(Sequence[RunResult]):
         return self.result_set().regrets
 
     def yardsticks(self) -> dict[str, Yardsticks]:
-        """Regret vs the bound and gain vs the best static run, by policy."""
+        """The conditional bound's regret and gain vs the best static run, by policy."""
         return self.result_set().yardsticks
+
+    def alternatives(self) -> dict[str, dict[str, AltRegret]]:
+        """By policy and user metric, regret against the best static alternative of the
+        same seed (:mod:`nightjar.results.alternatives`)."""
+        return self.result_set().alternatives
 
     def frame(self, per: str = "run") -> pd.DataFrame:
         """:func:`results_frame` of these runs (``per`` = run, request or step)."""
@@ -219,7 +231,7 @@ def simulate(
     prior: str = _D.prior,
     draft_kv: str = _D.draft_kv,
     acceptance: str = _D.acceptance,
-    offload: bool = _D.offload,
+    offload: str | bool = _D.offload,
     reload: str = _D.reload,
     engine: str = _D.engine,
     max_num_seqs: int = _D.max_num_seqs,
@@ -227,6 +239,7 @@ def simulate(
     max_model_len: int | None = _D.max_model_len,
     on_unfit: str = _D.on_unfit,
     oracle: bool = _D.oracle,
+    alternatives: bool = _D.alternatives,
     slo_ttft: float = _D.slo_ttft,
     slo_tpot: float = _D.slo_tpot,
 ) -> Results:
@@ -241,6 +254,7 @@ def simulate(
     gives the frame its ``step_oracle_pct`` column; every simulated run carries
     ``regret_bound_pct`` (:mod:`nightjar.results.regret`).
     """
+    from nightjar.core.drafter import offload_refusal
     from nightjar.sim import OnUnfit, check_policies, servable, simulate_many
 
     specs: tuple[str, ...] = _D.policies
@@ -257,18 +271,20 @@ def simulate(
         "draft_kv": draft_kv, "acceptance": acceptance, "offload": offload, "reload": reload,
         "engine": engine, "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
-        "on_unfit": on_unfit, "oracle": oracle, "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
+        "on_unfit": on_unfit, "oracle": oracle, "alternatives": alternatives,
+        "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
     })
     tr = trace_arg(trace).rate_scaled(config.rate_scale)
     prof = profile_arg(profile)
     config.check_profile(prof)
-    cfg = config.sim_config()
-    runs = config.specs()
+    cfg = config.sim_config(prof.drafter)
+    runs = config.specs(prof.drafter)
     check_policies(runs, tr, prof, cfg)
     servable(tr, prof, cfg, OnUnfit(config.on_unfit))
     results = simulate_many(tr, prof, runs, cfg, on_unfit=OnUnfit(config.on_unfit),
                             prior=config.prior)
-    return Results(results, config.slo())
+    return Results(results, config.slo(), gamma_max=config.gamma_max, offload=cfg.offload,
+                   movable=offload_refusal(prof.drafter) is None)
 
 
 def results_frame(

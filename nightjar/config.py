@@ -25,6 +25,8 @@ from nightjar.core.defaults import (
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_OFFLOAD,
+    OFFLOAD_MODES,
 )
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.slo import Slo
@@ -51,6 +53,7 @@ LIVE_MAX_MODEL_LEN = DEFAULT_MAX_MODEL_LEN
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "draft_kv": DRAFT_KV_MODES,
+    "offload": OFFLOAD_MODES,
     "acceptance": ("geometric", "positional"),
     "reload": ("drain", "migrate"),
     "engine": ("v1", "v0"),
@@ -85,8 +88,10 @@ class RunConfig:
         " draft and rebuild its KV later"))
     acceptance: str = field(default="geometric", metadata=_flag(
         "--acceptance", "accepted-drafts model (docs/simulator.md)"))
-    offload: bool = field(default=False, metadata=_flag(
-        "--offload", "move the draft to host memory under KV pressure"))
+    offload: str = field(default=DEFAULT_OFFLOAD, metadata=_flag(
+        "--offload", "elastic draft memory: move the draft to host memory when its KV blocks"
+        " are worth more to waiting requests than speculation buys; auto = wherever the"
+        " drafter has weights to move (a draft model, EAGLE heads), off = never"))
     reload: str = field(default="drain", metadata=_flag(
         "--reload", "how a reload takes back its KV blocks"))
     engine: str = field(default="v1", metadata=_flag(
@@ -105,7 +110,12 @@ class RunConfig:
         "--on-unfit", "a request that can never fit the KV cache: refuse the run (default) or"
         " skip it and count it as rejected"))
     oracle: bool = field(default=True, metadata=_flag(
-        "--no-oracle", "skip the oracle run used for regret"))
+        "--no-oracle", "skip the per-step oracle run (a reference the report draws; regret is"
+        " against the alternatives and the bound)"))
+    alternatives: bool = field(default=False, metadata=_flag(
+        "--alternatives", "also run every static alternative the full-system regret compares"
+        " with: nospec, fixed:1..gamma_max, and where the drafter has weights each fixed"
+        " length with elastic memory the other way (SPEC@offload=on|off)"))
     slo_ttft: float = field(default=Slo().ttft_s, metadata=_flag(
         "--slo-ttft", "time-to-first-token limit for goodput, seconds"))
     slo_tpot: float = field(default=Slo().tpot_s, metadata=_flag(
@@ -120,7 +130,8 @@ class RunConfig:
         unknown = sorted(set(values) - names, key=str)
         if unknown:
             raise NightjarInputError(f"unknown setting {unknown[0]!r}")
-        config = cls(**{k: _normalise(v) for k, v in values.items()})
+        config = cls(**{k: _normalise(v) if k != "offload" else _switch(v)
+                        for k, v in values.items()})
         config.check(spell)
         return config
 
@@ -131,8 +142,8 @@ class RunConfig:
         ):
             raise NightjarInputError(
                 f"{spell('policies')} must be policy specs (got {_short(self.policies)})")
-        for name in ("offload", "oracle"):
-            boolean(getattr(self, name), spell(name))
+        boolean(self.oracle, spell("oracle"))
+        boolean(self.alternatives, spell("alternatives"))
         for name, choices in CHOICES.items():
             value = getattr(self, name)
             if not isinstance(value, str) or value not in choices:
@@ -165,7 +176,7 @@ class RunConfig:
         if self.max_model_len is not None and self.max_model_len < 1:
             raise NightjarInputError(
                 f"{spell('max_model_len')} must be >= 1, got {self.max_model_len}")
-        if self.reload == "migrate" and not self.offload:
+        if self.reload == "migrate" and self.offload == "off":
             raise NightjarInputError(f"{spell('reload')} migrate needs {spell('offload')} on"
                                      " (no draft reload without it)")
         if not isinstance(self.prior, str) or not self.prior.strip():
@@ -184,7 +195,7 @@ class RunConfig:
                 f"{spell('gamma_max')} {self.gamma_max} exceeds the profile's table"
                 f" (gamma <= {profile.gamma_max})"
             )
-        if self.offload:
+        if self.offload == "on":
             from nightjar.core.drafter import offload_refusal
 
             why = offload_refusal(profile.drafter)
@@ -192,18 +203,25 @@ class RunConfig:
                 raise NightjarInputError(f"{spell('offload')} on: {why} (profile {profile.name})")
         parse_prior(self.prior, profile)
 
-    def specs(self) -> list[str]:
-        """The policy specs to run, ``all`` expanded, and the oracle last when asked for.
+    def specs(self, drafter: str) -> list[str]:
+        """The policy specs to run with the profile's ``drafter``: ``all`` expanded, the
+        missing alternatives with ``alternatives``, and the oracle last when asked for.
 
         The default set leaves out the fixed lengths above ``gamma_max`` (``fixed:4``
         under gamma_max 3); a spec the user wrote out is refused instead.
         """
+        from nightjar.core.drafter import offload_refusal
         from nightjar.policies.registry import expand_specs, registered, within_gamma_max
+        from nightjar.results.alternatives import expected_alternatives, missing_alternatives
 
         if tuple(self.policies) == DEFAULT_POLICIES:
             specs = [s for s in DEFAULT_POLICIES if within_gamma_max(s, self.gamma_max)]
         else:
             specs = expand_specs(list(self.policies), self.gamma_max)
+        if self.alternatives:
+            movable = offload_refusal(drafter) is None
+            specs += missing_alternatives(specs, expected_alternatives(
+                self.gamma_max, self.offload_on(drafter), movable))
         if self.oracle and "oracle" in registered() and "oracle" not in specs:
             specs.append("oracle")
         return specs
@@ -216,8 +234,15 @@ class RunConfig:
                 f"slo_ttft/slo_tpot: {exc} (got {self.slo_ttft}, {self.slo_tpot})"
             ) from None
 
-    def sim_config(self) -> SimConfig:
-        """The simulator's knobs for this run."""
+    def offload_on(self, drafter: str) -> bool:
+        """Whether elastic draft memory runs with this drafter (``auto`` resolved)."""
+        from nightjar.core.drafter import offload_enabled
+
+        return offload_enabled(self.offload, drafter)
+
+    def sim_config(self, drafter: str) -> SimConfig:
+        """The simulator's knobs for this run with the profile's ``drafter`` (which
+        resolves ``offload`` auto)."""
         from nightjar.sim.config import (
             AcceptanceModel,
             DraftKVMode,
@@ -232,8 +257,16 @@ class RunConfig:
             engine=SchedulerMode(self.engine), max_model_len=self.max_model_len,
             draft_kv_mode=DraftKVMode(self.draft_kv),
             acceptance_model=AcceptanceModel(self.acceptance),
-            reload_mode=ReloadMode(self.reload), offload=self.offload,
+            reload_mode=ReloadMode(self.reload), offload=self.offload_on(drafter),
         )
+
+
+def _switch(value: Any) -> Any:
+    """A boolean offload (the API's and older sweeps' spelling) as its mode."""
+    value = _normalise(value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return value
 
 
 def _short(v: Any) -> str:

@@ -53,7 +53,7 @@ def test_a_typo_in_the_last_policy_fails_before_any_simulation(
 @pytest.mark.parametrize(
     "bad",
     [["--seed", "-1"], ["--policy", "fixed:x"], ["--gamma-max", "0"],
-     ["--profile", "nope.json"], ["--reload", "migrate"]],
+     ["--profile", "nope.json"], ["--reload", "migrate", "--offload", "off"]],
 )
 def test_a_failed_run_leaves_nothing_that_blocks_its_rerun(
     tmp_path: Path, capsys: Any, bad: list[str]
@@ -152,7 +152,8 @@ def test_safe_name() -> None:
         (["--policy", "schedule:"], "no rows after ':'"),
         (["--policy", "nospec:"], "takes no argument"),
         (["--policy", "nightjar:"], "takes no argument"),
-        (["--policy", "nospec", "--reload", "migrate"], "--reload migrate needs --offload on"),
+        (["--policy", "nospec", "--reload", "migrate", "--offload", "off"],
+         "--reload migrate needs --offload on"),
     ],
 )
 def test_mislabels_are_one_line_errors(

@@ -30,7 +30,7 @@ from nightjar.sweep.spec import AXES, SCALARS
 FIELDS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 # Where an entry point spells a field another way, or cannot hold it (and why).
 SWEEP_NAME = {"policies": "policy", "seed": "seeds"}
-SWEEP_LACKS = {"oracle"}  # a sweep cell runs one policy; regret needs a run set
+SWEEP_LACKS = {"oracle", "alternatives"}  # a sweep cell runs one policy: the grid holds them
 API_NAME = {"policies": "policies"}
 
 
@@ -43,8 +43,6 @@ def _actions(command: str) -> dict[str, argparse.Action]:
 def _cli_default(action: argparse.Action) -> Any:
     if action.dest == "policies":
         return None  # append: absent means the field's default set
-    if action.dest == "offload":
-        return action.default == "on"
     if action.dest == "gamma_max" and action.default is None:
         # Not given: the field's default, or the profile's longest gamma where its
         # table stops before (tests/test_sim_gamma_default.py).
@@ -81,8 +79,6 @@ def test_every_setting_is_a_sweep_key_with_the_same_default(name: str) -> None:
         assert default == (FIELDS[name],)
     elif name == "policies":
         assert default == FIELDS[name]
-    elif name == "offload":
-        assert default == ("on" if FIELDS[name] else "off",)
     else:
         assert default == (FIELDS[name],)
 
@@ -117,20 +113,20 @@ def test_sweep_cells_and_the_api_build_the_same_simulator_config() -> None:
     cell = build_spec({"policy": ["fixed:2"], "engine": ["v0"], "max_model_len": [4096],
                        "prior": ["scale:1.3"]}).cells()[0]
     config = cell.run_config()
-    assert config.sim_config() == RunConfig(
+    assert config.sim_config("draft_model") == RunConfig(
         policies=("fixed:2",), engine="v0", max_model_len=4096, prior="scale:1.3",
         oracle=False,
-    ).sim_config()
+    ).sim_config("draft_model")
 
 
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"offload": "off"}, "offload must be True or False"),
+        ({"offload": "maybe"}, "offload 'maybe': choose from auto, on, off"),
         ({"oracle": "no"}, "oracle must be True or False"),
         ({"gamma_max": 0}, "gamma_max must be >= 1"),
         ({"engine": "v2"}, "engine 'v2': choose from v1, v0"),
-        ({"reload": "migrate"}, "reload migrate needs offload on"),
+        ({"reload": "migrate", "offload": "off"}, "reload migrate needs offload on"),
         ({"policies": "nospec"}, "policies must be policy specs"),
         ({"max_model_len": 0}, "max_model_len must be >= 1"),
         ({"slo_ttft": -1.0}, "slo_ttft must be > 0"),

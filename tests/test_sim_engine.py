@@ -317,7 +317,8 @@ def test_engine_builds_contexts_and_outcomes_in_field_order() -> None:
         "now", "batch_size", "num_waiting", "kv_free_blocks", "kv_total_blocks",
         "draft_resident", "gamma_max", "mean_context_len", "request_ids",
         "acceptance_estimates", "arrival_rate_rps", "true_acceptance", "max_context_len",
-        "num_preempted_waiting", "waiting_tokens", "kv_block_size",
+        "num_preempted_waiting", "waiting_tokens", "kv_block_size", "max_num_seqs",
+        "prefill_tokens_left",
     ]
     assert [f.name for f in fields(StepOutcome)] == [
         "gamma", "batch_size", "step_time_s", "drafted", "accepted", "emitted",

@@ -166,7 +166,7 @@ def test_config_file_is_copied_and_flags_override_it(
         ("", ["--rate-scale", "inf"], "--rate-scale inf"),
         ("", ["--rate-scale", "1,,2"], "empty item"),
         ("rate_scale = ['x']\n", [], "rate_scale 'x'"),
-        ("", ["--offload", "maybe"], "--offload 'maybe': choose from off, on"),
+        ("", ["--offload", "maybe"], "--offload 'maybe': choose from auto, on, off"),
         ("", ["--policy", "warp:9"], "unknown policy 'warp:9'"),
         ("", ["--gamma-max", "9"], "--gamma-max 9 exceeds profile"),
         ("", ["--trace", "nope"], "trace 'nope' not found"),

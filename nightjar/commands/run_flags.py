@@ -50,9 +50,6 @@ def add_run_flags(
             # A store_false flag: its default is the field's (True), never worth printing.
             parser.add_argument(flag, dest=name, action="store_false", default=default,
                                 help=text + " (by default it runs)")
-        elif name == "offload":
-            parser.add_argument(flag, dest=name, choices=["on", "off"],
-                                default="on" if default else "off", help=text)
         elif name in CHOICES:
             parser.add_argument(flag, dest=name, choices=list(CHOICES[name]), default=default,
                                 help=text)
@@ -80,8 +77,6 @@ def run_config(args: argparse.Namespace, only: Collection[str] | None = None) ->
             if value is None:
                 continue
             value = tuple(value)
-        elif name == "offload":
-            value = value == "on"
         elif name == "gamma_max" and value is None:
             continue  # not given: the field's default (see within_profile)
         values[name] = value

@@ -20,7 +20,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
 
 # The simulator settings that shape the load the table is tuned for.
-FIELDS = ("seed", "gamma_max", "draft_kv", "engine", "acceptance", "max_num_seqs",
+FIELDS = ("seed", "gamma_max", "draft_kv", "offload", "engine", "acceptance", "max_num_seqs",
           "max_num_batched_tokens", "max_model_len")
 
 
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile or DEFAULT_PROFILE)
     config = within_profile(config, args, profile)
     config.check_profile(profile, flag_of)
-    search = TableSearch(profile, load_trace(args.trace), config.sim_config(), args.metric,
-                         _edges(args.buckets), args.passes)
+    search = TableSearch(profile, load_trace(args.trace), config.sim_config(profile.drafter),
+                         args.metric, _edges(args.buckets), args.passes)
     err = Console(stderr=True)
     say = None if args.quiet else (lambda m: err.print(m, highlight=False))
     found = search_table(search, config.seed, say)

@@ -97,8 +97,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
     profile = load_profile(args.profile or DEFAULT_PROFILE)
     config = within_profile(config, args, profile)
     config.check_profile(profile, flag_of)
-    runs = config.specs()
-    cfg = config.sim_config()
+    runs = config.specs(profile.drafter)
+    cfg = config.sim_config(profile.drafter)
     check_policies(runs, trace, profile, cfg)
     on_unfit = OnUnfit(config.on_unfit)
     fit = servable(trace, profile, cfg, on_unfit)
@@ -109,6 +109,7 @@ def _simulate(
     args: argparse.Namespace, plan: _Plan, trace: Trace, cfg: SimConfig, title: str, slo: Any
 ) -> Any:
     """Every run of one seed, as a :class:`nightjar.results.run_set.ResultSet`."""
+    from nightjar.core.drafter import offload_refusal
     from nightjar.report.progress import LazyProgress
     from nightjar.results.run_set import ResultSet
     from nightjar.sim import simulate_many
@@ -121,7 +122,8 @@ def _simulate(
             prior=plan.config.prior,
         )
     return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo,
-                           offload=plan.config.offload)
+                           offload=plan.cfg.offload,
+                           movable=offload_refusal(plan.profile.drafter) is None)
 
 
 def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
@@ -133,12 +135,15 @@ def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str)
 def _one_seed(
     args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
 ) -> None:
+    from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
     from nightjar.report.terminal import summary_table
 
     title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
     result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
     console.print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
+    for line in alternative_lines(entries(result_set), result_set.missing):
+        console.print(line, highlight=False)
     write_all(
         result_set, out, force=True, report=not args.no_report, report_cdn=args.report_cdn,
         fmt=args.format,
@@ -154,6 +159,7 @@ def _many_seeds(
     intervals to the top of ``out``."""
     import dataclasses
 
+    from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
     from nightjar.report.terminal import interval_table, yardstick_caption
     from nightjar.results.multiseed import (
@@ -165,6 +171,8 @@ def _many_seeds(
     from nightjar.trace.model import load_trace
 
     rows = []
+    alts = []
+    missing: tuple[str, ...] = ()
     yards: dict[str, Any] = {}
     last = args.seed + args.seeds - 1
     for seed in range(args.seed, last + 1):
@@ -173,7 +181,10 @@ def _many_seeds(
         cfg_s = dataclasses.replace(plan.cfg, seed=seed)
         title = _title(args, trace_s, plan.profile, f"seed {seed}")
         result_set = _simulate(args, plan, trace_s, cfg_s, title, slo)
-        rows += seed_rows(seed, result_set.summaries, result_set.regrets, result_set.yardsticks)
+        alts += entries(result_set)
+        missing = result_set.missing
+        rows += seed_rows(seed, result_set.summaries, result_set.regrets, result_set.yardsticks,
+                          result_set.alternatives)
         for y in result_set.yardsticks.values():
             yards.setdefault(f"{y.policy}@{seed}", y)
         write_all(
@@ -188,3 +199,5 @@ def _many_seeds(
     for key in ("throughput_tok_s", "e2e_s_mean"):
         for line in verdicts(agg, key):
             console.print(line)
+    for line in alternative_lines(alts, missing):
+        console.print(line, highlight=False)

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     config = run_config(args, only=LIVE_RUN_FIELDS)
     profile = load_profile(args.profile)
     config.check_profile(profile, flag_of)
-    cfg = config.sim_config()
+    cfg = config.sim_config(profile.drafter)
     runs = [run for folder in args.live_run for run in load_runs(folder)]
     for live in runs:  # a request the profile's pool can never hold fails here, not later
         servable(trace_of(live), profile, cfg)

@@ -70,7 +70,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
         seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
     )
     config.check_profile(profile, flag_of)
-    cfg = config.sim_config()
+    cfg = config.sim_config(profile.drafter)
     # Every input before any output (as `nightjar validate` on run folders): a request
     # the profile's pool can never hold fails here, and so does an unusable --out.
     for run in record.runs:

@@ -12,6 +12,13 @@ from __future__ import annotations
 DEFAULT_GAMMA_MAX = 4
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# Elastic draft memory: ``auto`` moves the draft out under KV pressure wherever the
+# drafter has weights of its own to move (a draft model, EAGLE heads) and never where
+# it has none (n-gram, suffix, MTP); ``on`` refuses such a drafter, ``off`` never
+# moves it (the paper's baselines). One default for the simulator, the API, sweeps,
+# ``nightjar schedule`` and the live engine.
+OFFLOAD_MODES = ("auto", "on", "off")
+DEFAULT_OFFLOAD = "auto"
 # The live engine must size its KV pool and buffers for one request of this many
 # tokens (vLLM refuses a pool that cannot hold one), so it has a number where the
 # simulator has no limit (``RunConfig.max_model_len`` None): the length the tiny CPU

@@ -69,6 +69,15 @@ def drafter_kind(name: str, where: str = "drafter") -> DrafterKind:
     return kind
 
 
+def offload_enabled(mode: str, drafter: str) -> bool:
+    """Whether elastic draft memory runs for ``mode`` (``auto``/``on``/``off``) with
+    this drafter: ``auto`` wherever the drafter has weights to move. ``on`` with a
+    drafter that has none is the caller's to refuse (:func:`offload_refusal`)."""
+    if mode == "auto":
+        return offload_refusal(drafter) is None
+    return mode == "on"
+
+
 def offload_refusal(name: str) -> str | None:
     """Why Nightjar cannot move this drafter out of device memory, or None if it can."""
     kind = drafter_kind(name)

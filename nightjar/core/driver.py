@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nightjar.core.estimators import expected_tokens
-from nightjar.core.memory import Action, MemoryController
+from nightjar.core.memory import Action, MemoryController, pool_binds
 from nightjar.core.policy import Policy, clamp_decision
 from nightjar.core.types import (
     Decision,
@@ -173,14 +173,16 @@ class StepDriver:
         bs, waiting, latency = ctx.kv_block_size, ctx.num_waiting, self.latency
         if bs <= 0 or waiting == 0 or latency is None:
             return None
-        binds = ctx.waiting_blocks > ctx.kv_free_blocks or ctx.num_preempted_waiting > 0
-        if not binds:
+        if not pool_binds(ctx):
             return None
         per_request = -(-ctx.waiting_tokens // (waiting * bs)) + 1
         free = ctx.kv_free_blocks
         k = min(waiting, (free + self.controller.draft_blocks) // per_request) - min(
             waiting, free // per_request
         )
+        if ctx.max_num_seqs > 0:
+            # Seats, not blocks, bound the batch there: the blocks would admit nobody.
+            k = min(k, ctx.max_num_seqs - ctx.batch_size)
         if k <= 0:
             return None
         b, c = ctx.batch_size, ctx.mean_context_len

@@ -93,6 +93,28 @@ class MemoryConfig:
             )
 
 
+def pool_binds(ctx: StepContext) -> bool:
+    """Whether more KV blocks would let the engine run more of its queue now.
+
+    Invariant: true only where blocks, not seats, hold work back. The prompts still
+    to prefill (the waiting queue's and the unfinished chunked ones,
+    ``pending_blocks``) must need more blocks than are free (where the engine gives
+    no block size, any waiting request counts), or a waiting request was preempted;
+    and the batch must be under the engine's cap (``max_num_seqs``): at the cap the
+    draft's blocks would admit nobody. The paper's rule counted every waiting
+    request, so a fresh arrival about to be admitted (one every step at 28 req/s)
+    made the pool "short" with thousands of blocks free, and the draft was moved out
+    for nothing.
+    """
+    if ctx.num_waiting <= 0 and ctx.prefill_tokens_left <= 0:
+        return False
+    if ctx.max_num_seqs > 0 and ctx.batch_size >= ctx.max_num_seqs:
+        return False
+    if ctx.kv_block_size <= 0:
+        return ctx.num_waiting > 0
+    return ctx.pending_blocks > ctx.kv_free_blocks or ctx.num_preempted_waiting > 0
+
+
 def _wants_speculation(decision: Decision) -> bool:
     if isinstance(decision, int):
         return decision > 0
@@ -198,7 +220,7 @@ class MemoryController:
         self, ctx: StepContext, decision: Decision, capacity_gain: float | None
     ) -> Action:
         cfg = self.config
-        short = ctx.kv_free_blocks < cfg.low_water_blocks or ctx.num_waiting > 0
+        short = ctx.kv_free_blocks < cfg.low_water_blocks or pool_binds(ctx)
         chose_zero = not _wants_speculation(decision)
         # The joint rule: the blocks are worth more than speculation even though the
         # policy still speculates (it prices only the running batch's steps).

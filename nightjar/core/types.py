@@ -61,6 +61,13 @@ class StepContext:
     num_preempted_waiting: int = 0
     waiting_tokens: int = 0
     kv_block_size: int = 0
+    # The engine's cap on running requests (vLLM's max_num_seqs; 0: unknown). More
+    # KV blocks admit nobody once the batch is at the cap, so pricing the draft's
+    # memory needs it.
+    max_num_seqs: int = 0
+    # Prompt tokens the running requests still have to prefill (chunked prompts; 0
+    # where the engine does not say): KV demand the waiting queue's does not count.
+    prefill_tokens_left: int = 0
 
     @property
     def kv_used_fraction(self) -> float:
@@ -73,6 +80,13 @@ class StepContext:
         """Blocks the waiting queue needs to run (0 where the block size is unknown)."""
         bs = self.kv_block_size
         return -(-self.waiting_tokens // bs) if bs > 0 else 0
+
+    @property
+    def pending_blocks(self) -> int:
+        """Blocks the prompts not yet decoding need: the waiting queue's and the rest of
+        the running chunked prompts (0 where the block size is unknown)."""
+        bs = self.kv_block_size
+        return -(-(self.waiting_tokens + self.prefill_tokens_left) // bs) if bs > 0 else 0
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nightjar.core.policy import Policy, PolicyEnv, PolicyFactory
+from nightjar.core.variant import split_variant
 from nightjar.errors import NightjarInputError
 
 
@@ -72,7 +73,9 @@ def registered() -> dict[str, PolicyInfo]:
 def make_policy(spec: str, env: PolicyEnv) -> Policy:
     """Build a policy from a spec such as ``nospec``, ``fixed:3`` or ``schedule:1-16:3``."""
     _load_all()
-    name, sep, arg = spec.strip().partition(":")
+    # A run variant (``@offload=off``) is the engine's to apply, not the policy's.
+    base, _ = split_variant(spec.strip())
+    name, sep, arg = base.partition(":")
     info = _REGISTRY.get(name)
     if info is None:
         known = ", ".join(sorted(_REGISTRY))
@@ -128,7 +131,7 @@ def expand_specs(specs: list[str], gamma_max: int | None = None) -> list[str]:
 def within_gamma_max(spec: str, gamma_max: int) -> bool:
     """Whether a static spec (``fixed:G``, ``schedule:...``) stays within ``gamma_max``;
     True for every other policy, which chooses within any gamma_max it is given."""
-    if spec.partition(":")[0] not in _STATIC:
+    if split_variant(spec)[0].partition(":")[0] not in _STATIC:
         return True
     try:
         make_policy(spec, PolicyEnv(gamma_max=gamma_max))

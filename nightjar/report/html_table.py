@@ -31,8 +31,9 @@ def summary_html(runs: list[PolicyRun], colors: dict[str, str]) -> str:
     with_gain = any(y is not None and y.static for y in ys)
     with_oracle = any(r.regret is not None for r in runs)
     head = [*HEAD]
-    head += [("regret|bound %", "per-token latency over the bound's (the best gamma schedule"
-              " on the run's own batches, rebuilds charged) - 1, %")] * with_bound
+    head += [("cond. regret|bound %", "per-token latency over the bound's - 1, %; conditional"
+              " on the run's own batches and KV pool (the best gamma schedule on them, rebuilds"
+              " charged): the full-system regret is against the alternatives")] * with_bound
     head += [("gain|static %", "per-token latency below the best static policy run here, %"
               )] * with_gain
     head += [("vs step-|oracle %", "per-token latency over the per-step oracle run's - 1, %"

@@ -63,8 +63,9 @@ def yardstick_caption(yardsticks: dict[str, Yardsticks] | None) -> str:
         return ""
     parts = []
     if any(math.isfinite(y.bound_pct) for y in yardsticks.values()):
-        parts.append("regret: per-token latency over the bound's (the best gamma schedule on"
-                     " the run's own batches, rebuilds charged)")
+        parts.append("bound gap: per-token latency over the bound's, conditional on the"
+                     " run's own batches and KV pool (the best gamma schedule on them, rebuilds"
+                     " charged)")
     statics = sorted({y.static for y in yardsticks.values() if y.static})
     if statics:
         parts.append(f"gain: per-token latency below the best static run ({', '.join(statics)})")
@@ -116,9 +117,9 @@ def _build(
     # ``regret/gain``; narrow consoles keep the regret.
     pair = show_bound and show_gain and wide
     if pair:
-        headers.append("regret/\ngain %")
+        headers.append("bound/\ngain %")
     else:
-        headers += ["regret\n%"] * show_bound + ["gain\n%"] * (show_gain and not show_bound)
+        headers += ["bound\ngap %"] * show_bound + ["gain\n%"] * (show_gain and not show_bound)
     headers += ["off-\nloads"] * show_offloads
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)

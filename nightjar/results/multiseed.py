@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nightjar.results.alternatives import AltRegret
 from nightjar.results.metrics import Summary
 from nightjar.results.regret import Regret, Yardsticks
 from nightjar.results.stats import Interval, compare, mean_interval
@@ -41,14 +42,21 @@ METRICS: tuple[Metric, ...] = (
     Metric("spec_time_share", "spec %", lambda s, r, y: s.spec_time_share * 100.0, False,
            "{:.1f}"),
     # The yardsticks (nightjar.results.regret): each label names what it is against.
-    Metric("regret_bound_pct", "regret vs bound %",
+    Metric("regret_bound_pct", "bound gap %",
            lambda s, r, y: _nan_or(y.bound_pct if y else None), False, "{:.2f}"),
     Metric("gain_static_pct", "gain vs static %",
            lambda s, r, y: _nan_or(y.static_gain_pct if y else None), True, "{:.2f}"),
     Metric("step_oracle_pct", "vs step-oracle %",
            lambda s, r, y: _nan_or(r.percent if r else None), False, "{:.2f}"),
 )
+# The full-system yardstick (nightjar.results.alternatives): each seed's run against
+# that seed's best static alternative, so the interval over seeds is a paired one.
+ALT_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("alt_e2e_pct", "E2E vs best alt %", "e2e_s_mean"),
+    ("alt_tok_pct", "tok/s vs best alt %", "throughput_tok_s"),
+)
 _BY_KEY = {m.key: m for m in METRICS}
+_KEYS = (*(m.key for m in METRICS), *(k for k, _, _ in ALT_METRICS))
 
 Row = dict[str, float | str]
 Aggregate = dict[str, dict[str, Interval]]  # policy -> metric key -> interval
@@ -59,15 +67,20 @@ def seed_rows(
     summaries: Sequence[Summary],
     regrets: dict[str, Regret] | None,
     yardsticks: dict[str, Yardsticks] | None = None,
+    alternatives: dict[str, dict[str, AltRegret]] | None = None,
 ) -> list[Row]:
-    """One row per policy for this seed: ``seed``, ``policy``, every metric, and the
-    static policy the gain is against (``static_yardstick``)."""
+    """One row per policy for this seed: ``seed``, ``policy``, every metric, the
+    regrets against the best static alternatives, and the static policy the gain is
+    against (``static_yardstick``)."""
     rows: list[Row] = []
     for s in summaries:
         r = regrets.get(s.policy) if regrets else None
         y = yardsticks.get(s.policy) if yardsticks else None
+        alts = (alternatives or {}).get(s.policy, {})
         row: Row = {"seed": seed, "policy": s.policy}
         row.update({m.key: m.get(s, r, y) for m in METRICS})
+        for key, _, metric in ALT_METRICS:
+            row[key] = alts[metric].pct if metric in alts else math.nan
         row["static_yardstick"] = y.static if y is not None else ""
         rows.append(row)
     return rows
@@ -78,7 +91,8 @@ def aggregate(rows: Sequence[Row]) -> Aggregate:
     out: Aggregate = {}
     for policy in dict.fromkeys(str(r["policy"]) for r in rows):
         mine = [r for r in rows if r["policy"] == policy]
-        out[policy] = {m.key: mean_interval([float(r[m.key]) for r in mine]) for m in METRICS}
+        out[policy] = {k: mean_interval([float(r.get(k, math.nan)) for r in mine])
+                       for k in _KEYS}
     return out
 
 
@@ -116,7 +130,7 @@ def write_seed_files(
     from nightjar.results.write import write_frame
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    columns = ["seed", "policy", *[m.key for m in METRICS], "static_yardstick"]
+    columns = ["seed", "policy", *_KEYS, "static_yardstick"]
     seeds = pd.DataFrame(list(rows), columns=columns).astype({"seed": "int64"})
     flat = [
         {"policy": p, "metric": k, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}

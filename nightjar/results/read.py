@@ -26,6 +26,9 @@ _ROW_KEYS = {
     "slug", "profile", "seed", "ptl_s", "regret_bound_pct", "static_yardstick",
     "gain_static_pct", "step_oracle_pct", "step_oracle_s",
 }
+# Prefixes of columns derived from the run set, recomputed when it is read back
+# (nightjar.results.alternatives).
+_DERIVED = ("alt_",)
 
 
 def _summary_keys() -> set[str]:
@@ -81,7 +84,8 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
         meta = _summary(summary)
         known = _summary_keys() | _ROW_KEYS
         extra = {k: float(v) for k, v in meta.items()
-                 if k not in known and isinstance(v, int | float) and not isinstance(v, bool)}
+                 if k not in known and not k.startswith(_DERIVED)
+                 and isinstance(v, int | float) and not isinstance(v, bool)}
         ttft, tpot = meta.get("slo_ttft_s"), meta.get("slo_tpot_s")
         slo = Slo(float(ttft), float(tpot)) if ttft is not None and tpot is not None else None
         if os.path.lexists(folder / "requests.parquet"):

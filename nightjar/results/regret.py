@@ -34,13 +34,6 @@ import pandas as pd
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
 
-# Policy names whose choice depends on nothing but the batch size.
-STATIC_POLICIES = ("nospec", "fixed", "schedule")
-
-
-def is_static(spec: str) -> bool:
-    return spec.partition(":")[0] in STATIC_POLICIES
-
 
 @dataclass(frozen=True, slots=True)
 class Yardsticks:

@@ -18,8 +18,15 @@ from dataclasses import dataclass
 
 from nightjar.core.records import RunResult
 from nightjar.core.slo import Slo
+from nightjar.results.alternatives import (
+    AltRegret,
+    against_alternatives,
+    expected_alternatives,
+    is_static,
+    missing_alternatives,
+)
 from nightjar.results.metrics import Summary, summarize
-from nightjar.results.regret import Regret, Yardsticks, is_static, regret, yardsticks
+from nightjar.results.regret import Regret, Yardsticks, regret, yardsticks
 from nightjar.results.write import unique_slugs
 
 ORACLE = "oracle"
@@ -34,6 +41,9 @@ class PolicyRun:
     regret: Regret | None  # vs the per-step oracle run, where one ran
     slug: str  # its folder name in the output (unique within the set)
     yardsticks: Yardsticks | None = None
+    # Per user metric, against the best static alternative of the same seed and trace
+    # (nightjar.results.alternatives); empty where no alternative ran.
+    alternatives: dict[str, AltRegret] | None = None
 
     @property
     def policy(self) -> str:
@@ -57,6 +67,9 @@ class ResultSet:
     # Whether elastic draft memory was on (--offload); None: unknown. The report says
     # why no memory timeline is drawn when no run moved its draft.
     offload: bool | None = None
+    # The alternatives a complete full-system comparison needs that the set did not
+    # run (nightjar.results.alternatives); empty where unknown or complete.
+    missing: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -68,11 +81,14 @@ class ResultSet:
         oracle_policy: str | None = ORACLE,
         gamma_max: int | None = None,
         offload: bool | None = None,
+        movable: bool | None = None,
     ) -> ResultSet:
         """Summarize every run once and take regrets against the oracle runs.
 
         The oracle is the run named ``oracle_policy`` with the same seed (and trace)
-        as the run; ``None`` means no regrets even if such a run exists.
+        as the run; ``None`` means no regrets even if such a run exists. ``movable``:
+        the drafter has weights elastic memory can move (with ``gamma_max`` and
+        ``offload``, what tells which alternatives are missing).
         """
         slo = slo or Slo()
         oracles = {
@@ -82,19 +98,28 @@ class ResultSet:
         for r in results:
             if is_static(r.policy):
                 statics.setdefault((r.seed, r.trace), []).append(r)
+        summaries = {id(r): summarize(r, slo) for r in results}
         runs = []
         for result, slug in zip(results, unique_slugs(results), strict=True):
-            oracle = oracles.get((result.seed, result.trace))
+            key = (result.seed, result.trace)
+            oracle = oracles.get(key)
+            alts = [summaries[id(r)] for r in statics.get(key, [])]
             runs.append(
                 PolicyRun(
                     result=result,
-                    summary=summarize(result, slo),
+                    summary=summaries[id(result)],
                     regret=regret(result, oracle) if oracle is not None else None,
                     slug=slug,
-                    yardsticks=yardsticks(result, statics.get((result.seed, result.trace), [])),
+                    yardsticks=yardsticks(result, statics.get(key, [])),
+                    alternatives=against_alternatives(summaries[id(result)], alts)
+                    if alts else None,
                 )
             )
-        return cls(tuple(runs), slo, title, gamma_max, offload)
+        missing: list[str] = []
+        if gamma_max is not None and offload is not None and movable is not None:
+            missing = missing_alternatives(
+                [r.policy for r in results], expected_alternatives(gamma_max, offload, movable))
+        return cls(tuple(runs), slo, title, gamma_max, offload, tuple(missing))
 
     @property
     def results(self) -> list[RunResult]:
@@ -120,6 +145,15 @@ class ResultSet:
         for run in self.runs:
             if run.yardsticks is not None:
                 out.setdefault(run.policy, run.yardsticks)
+        return out
+
+    @property
+    def alternatives(self) -> dict[str, dict[str, AltRegret]]:
+        """Regret against the best alternative per metric, by policy (first seed)."""
+        out: dict[str, dict[str, AltRegret]] = {}
+        for run in self.runs:
+            if run.alternatives is not None:
+                out.setdefault(run.policy, run.alternatives)
         return out
 
     @property

@@ -89,7 +89,9 @@ def _json_safe(value: Any) -> Any:
 def summary_row(run: PolicyRun) -> dict[str, Any]:
     """The flat summary of one run, plus its yardsticks (:mod:`nightjar.results.regret`):
     ``regret_bound_pct`` (vs the bound), ``gain_static_pct`` against ``static_yardstick``
-    and, with an oracle run, ``step_oracle_pct`` / ``step_oracle_s``."""
+    and, with an oracle run, ``step_oracle_pct`` / ``step_oracle_s``; against the best
+    static alternative per user metric (:mod:`nightjar.results.alternatives`),
+    ``alt_<metric>_pct`` and the alternative ``alt_<metric>_best``."""
     flat = run.summary.as_dict()
     head = {k: flat.pop(k) for k in ("policy", "engine", "trace")}
     result = run.result
@@ -101,6 +103,9 @@ def summary_row(run: PolicyRun) -> dict[str, Any]:
     if run.regret is not None:
         reg = run.regret
         row.update(step_oracle_pct=reg.percent, step_oracle_s=reg.absolute_s)
+    for key, alt in (run.alternatives or {}).items():
+        row[f"alt_{key}_pct"] = alt.pct
+        row[f"alt_{key}_best"] = alt.best
     return row
 
 

@@ -274,6 +274,9 @@ class Engine:
             self._waiting_preempted,  # num_preempted_waiting
             self._waiting_tokens,  # waiting_tokens
             self.block_size,  # kv_block_size
+            self.cfg.max_num_seqs,  # max_num_seqs
+            # (only the memory controller reads it: a sum over the prefilling rows)
+            int(self.batch.state[TODO, n : self.batch.n].sum()) if self.cfg.offload else 0,
         )
 
     def _arrival_rate(self, now: float) -> float:

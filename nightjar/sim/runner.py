@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -11,8 +12,11 @@ import numpy as np
 import simpy
 
 from nightjar.core.draft_kv import SyncedDraftLatency
+from nightjar.core.drafter import offload_refusal
 from nightjar.core.policy import PolicyEnv
 from nightjar.core.records import RunResult
+from nightjar.core.variant import split_variant
+from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import make_policy
 from nightjar.profile.model import Profile
 from nightjar.profile.priors import gives_acceptance, parse_prior
@@ -100,6 +104,7 @@ def check_policies(
     fails before the first simulation starts."""
     env = policy_env(trace, profile, config)
     for spec in specs:
+        with_variant(config, spec, profile)
         make_policy(spec, env)
 
 
@@ -109,6 +114,19 @@ def servable(trace: Trace, profile: Profile, config: SimConfig,
     the profile's ``max_model_len`` pin included), for callers that check every input
     before any run starts."""
     return fit_or_refuse(trace, profile, config, on_unfit)
+
+
+def with_variant(cfg: SimConfig, spec: str, profile: Profile) -> SimConfig:
+    """``cfg`` with the memory setting a spec's run variant forces
+    (:mod:`nightjar.core.variant`); ``on`` with a drafter that has no weights is refused."""
+    _, offload = split_variant(spec)
+    if offload is None:
+        return cfg
+    if offload == "on":
+        why = offload_refusal(profile.drafter)
+        if why is not None:
+            raise NightjarInputError(f"policy {spec!r}: {why} (profile {profile.name})")
+    return dataclasses.replace(cfg, offload=offload == "on")
 
 
 def simulate(
@@ -134,7 +152,7 @@ def simulate(
     """
     # A batch past the profile's largest is priced along its last segment
     # (nightjar.profile.model), so the engine keeps its own batch cap, as live.
-    cfg = config or SimConfig()
+    cfg = with_variant(config or SimConfig(), policy, profile)
     fit = fit_or_refuse(trace, profile, cfg, on_unfit)
     if alpha is None:
         alpha = request_acceptance(trace, profile, cfg.seed)

@@ -42,7 +42,7 @@ class Cell:
     seed: int
     policy: str
     profile: str
-    offload: bool
+    offload: str  # auto, on or off
     reload: str
     draft_kv: str
     acceptance_model: str
@@ -129,7 +129,7 @@ def run_cell(task: CellTask) -> dict[str, Any]:
     config = cell.run_config()
     trace = _trace(task.trace_text, cell.trace, cell.seed).rate_scaled(config.rate_scale)
     profile = _profile(task.profile_text, cell.profile)
-    result = simulate(trace, profile, cell.policy, config.sim_config(),
+    result = simulate(trace, profile, cell.policy, config.sim_config(profile.drafter),
                       on_unfit=OnUnfit(config.on_unfit), prior=config.prior)
     summary = summarize(result, config.slo()).as_dict()
     summary.pop("policy")

@@ -78,7 +78,7 @@ def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, A
                     raise NightjarInputError(
                         f"--rate-scale {scale:g} on trace {name}: {exc}") from None
             for (pname, _, _), cell in fits.items():
-                cfg = cell.run_config().sim_config()
+                cfg = cell.run_config().sim_config(profiles[pname].drafter)
                 try:
                     servable(trace, profiles[pname], cfg, OnUnfit(spec.on_unfit))
                 except NightjarInputError as exc:

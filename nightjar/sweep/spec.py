@@ -26,16 +26,13 @@ from nightjar.reading import as_path, loads_toml, read_text
 from nightjar.sweep.cell import Cell
 
 _D = RunConfig()  # the defaults every entry point shares (nightjar.config)
-CHOICES = {
-    "offload": ("off", "on"),
-    **{name: choices for name, choices in RUN_CHOICES.items() if name != "on_unfit"},
-}
+CHOICES = {name: choices for name, choices in RUN_CHOICES.items() if name != "on_unfit"}
 # Axis name -> (element type, default values). The order is the grid's nesting order
 # (the last axis varies fastest), which is also the row order of the table.
 AXES: dict[str, tuple[type, tuple[Any, ...]]] = {
     "trace": (str, ("burst",)),
     "profile": (str, (DEFAULT_PROFILE,)),
-    "offload": (str, ("on" if _D.offload else "off",)),
+    "offload": (str, (_D.offload,)),
     "reload": (str, (_D.reload,)),
     "draft_kv": (str, (_D.draft_kv,)),
     "acceptance": (str, (_D.acceptance,)),
@@ -75,7 +72,7 @@ class SweepSpec:
             out.append(
                 Cell(
                     trace=v["trace"], rate_scale=v["rate_scale"], seed=v["seeds"],
-                    policy=v["policy"], profile=v["profile"], offload=v["offload"] == "on",
+                    policy=v["policy"], profile=v["profile"], offload=v["offload"],
                     reload=v["reload"], draft_kv=v["draft_kv"], acceptance_model=v["acceptance"],
                     gamma_max=v["gamma_max"], max_num_seqs=v["max_num_seqs"],
                     max_num_batched_tokens=v["max_num_batched_tokens"],

@@ -252,6 +252,9 @@ class NightjarSchedulerMixin:
         # Tokens already in the running requests' KV (the profile's context axis).
         computed = [r.num_computed_tokens for r in sched.running]
         context = sum(computed) / running if running else 0.0
+        # Prompt tokens the running requests still have to prefill (chunked prompts).
+        prefill_left = sum(
+            max(0, r.num_prompt_tokens - r.num_computed_tokens) for r in sched.running)
         # The waiting queue's KV demand and how much of it preemption caused: one pass
         # over the queue, which stays short on a server that keeps up.
         waiting_tokens = preempted = 0
@@ -273,6 +276,8 @@ class NightjarSchedulerMixin:
             waiting_tokens=waiting_tokens,
             kv_block_size=int(sched.block_size),
             arrival_rate_rps=self.nj_arrivals.rate(now),
+            max_num_seqs=self._nj_lookup_len - 1,
+            prefill_tokens_left=prefill_left,
         )
         if self._nj_opt_out:
             withhold_opted_out(sched.running)
