@@ -15,8 +15,11 @@ Usage: python experiments/drafters.py [--trace alpaca-burst] [--seeds 3]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
+from nightjar.core.defaults import DEFAULT_OFFLOAD
+from nightjar.core.drafter import offload_enabled
 from nightjar.profile.model import Profile, load_profile
 from nightjar.results.metrics import summarize
 from nightjar.results.stats import mean_interval
@@ -56,11 +59,15 @@ def main() -> None:
     ]
     tables = []
     for label, profile in profiles().items():
-        search = TableSearch(profile, trace, SimConfig(), "e2e")
+        # Elastic memory as the default has it (--offload auto): where the drafter
+        # has weights to move.
+        base = SimConfig(offload=offload_enabled(DEFAULT_OFFLOAD, profile.drafter))
+        search = TableSearch(profile, trace, base, "e2e")
         found = search_table(search, seed=0)
         tables.append((label, vllm_table(found.rows)))
         for name, spec in [*((p, p) for p in POLICIES), ("tuned table", policy_spec(found.rows))]:
-            runs = [summarize(simulate(trace, profile, spec, SimConfig(seed=s))) for s in seeds]
+            runs = [summarize(simulate(trace, profile, spec, dataclasses.replace(base, seed=s)))
+                    for s in seeds]
             e2e = mean_interval([r.e2e_s.mean for r in runs])
             tpot = mean_interval([r.tpot_s.mean * 1e3 for r in runs])
             lines.append(f"| {label} | {name} | {e2e.mean:.3f} ({e2e.lo:.3f}..{e2e.hi:.3f}) | "

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 
+from nightjar.core.defaults import DEFAULT_OFFLOAD
+from nightjar.core.drafter import offload_enabled
 from nightjar.core.records import RunResult
-from nightjar.profile.model import load_profile
+from nightjar.profile.model import Profile, load_profile
 from nightjar.results.alternatives import is_static
 from nightjar.results.metrics import summarize
 from nightjar.results.regret import regret_curve, yardsticks
@@ -41,11 +43,11 @@ SPECS = (
 OURS = ("nightjar", "nightjar-code", "nightjar+")
 
 
-def config(seed: int) -> SimConfig:
-    # The tables in docs/policies.md were recorded with the draft skipped at gamma 0,
-    # the simulator's default then; the default is now vLLM's sync, which also charges
-    # nospec a draft forward per step until nospec loads no draft (issue 8).
-    return SimConfig(seed=seed, draft_kv_mode=DraftKVMode.SKIP)
+def config(seed: int, profile: Profile) -> SimConfig:
+    # The draft skipped at gamma 0 (the default, --draft-kv skip) and elastic memory as
+    # the default has it (--offload auto: on where the drafter has weights).
+    return SimConfig(seed=seed, draft_kv_mode=DraftKVMode.SKIP,
+                     offload=offload_enabled(DEFAULT_OFFLOAD, profile.drafter))
 
 
 def _pct(a: float, b: float) -> str:
@@ -53,7 +55,8 @@ def _pct(a: float, b: float) -> str:
 
 
 def table(trace: str, profile: str, seed: int, curve: bool) -> None:
-    results = simulate_many(load_trace(trace), load_profile(profile), SPECS, config(seed))
+    prof = load_profile(profile)
+    results = simulate_many(load_trace(trace), prof, SPECS, config(seed, prof))
     runs: dict[str, RunResult] = {r.policy: r for r in results}
     sums = {k: summarize(v) for k, v in runs.items()}
     oracle = runs["oracle"]

@@ -50,7 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nightjar.profile.model import load_profile
+from nightjar.core.defaults import DEFAULT_OFFLOAD
+from nightjar.core.drafter import offload_enabled
+from nightjar.profile.model import Profile, load_profile
 from nightjar.results.metrics import summarize
 from nightjar.results.regret import bound_regret_pct, per_token_latency
 from nightjar.results.stats import Interval, mean_interval
@@ -94,9 +96,12 @@ def make_trace(name: str, seed: int) -> Trace:
     return load_trace(name, seed=base.seed + seed)
 
 
-def config(seed: int) -> SimConfig:
+def config(seed: int, profile: Profile) -> SimConfig:
+    # Elastic memory as the default has it (--offload auto: on where the drafter has
+    # weights), so that the tables show what a user runs.
     return SimConfig(seed=seed, gamma_max=GAMMA_MAX, engine=SchedulerMode.V0,
-                     draft_kv_mode=DraftKVMode.SKIP)
+                     draft_kv_mode=DraftKVMode.SKIP,
+                     offload=offload_enabled(DEFAULT_OFFLOAD, profile.drafter))
 
 
 def row(g: Group, label: str, policy: str, prior: str, result: object) -> Row:
@@ -162,7 +167,7 @@ def search_schedule(trace: Trace, profile: object, cfg: SimConfig, alpha: np.nda
 def run_group(g: Group) -> list[Row]:
     trace = make_trace(g.trace, g.seed)
     profile = load_profile(g.profile)
-    cfg = config(g.seed)
+    cfg = config(g.seed, profile)
     alpha = request_acceptance(trace, profile, g.seed)
     rows: list[Row] = []
     if g.kind == "static":

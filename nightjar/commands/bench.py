@@ -302,17 +302,20 @@ def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: A
             console: Any) -> int:
     from rich.console import Console
 
+    from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
     from nightjar.results.bench import RoundRun, write_meta, write_tables
     from nightjar.results.run_set import ResultSet
 
     runs = outcome.runs
     recorded: list[RoundRun] = []
+    alts = []
     for r in sorted({x.slot.round for x in runs}):
         these = [x for x in runs if x.slot.round == r]
         result_set = ResultSet.build([x.result for x in these], title=f"round {r}",
                                      oracle_policy=None, gamma_max=args.gamma_max, slo=slo)
         write_all(result_set, out / f"round-{r}", force=True, report=False)
+        alts += entries(result_set, group=r)
         for x, policy_run in zip(these, result_set.runs, strict=True):
             recorded.append(RoundRun(x.slot.round, x.slot.position, x.slot.label, x.result,
                                      x.load.to_json(), x.attempts, x.loaded, x.wall_s,
@@ -338,6 +341,8 @@ def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: A
 
     for table in bench_tables(recorded, slo):
         Console().print(table)
+    for line in alternative_lines(alts):
+        Console().print(line, highlight=False)
     console.print(f"wrote {out}/ (runs.csv, policies.csv, pairs.csv, bench.json; vLLM's log: "
                   f"{Path(log_file.name).name})")
     return 0

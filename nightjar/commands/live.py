@@ -25,6 +25,7 @@ from nightjar.config import (
     LIVE_MAX_NUM_SEQS,
     LIVE_POLICIES,
 )
+from nightjar.core.defaults import DEFAULT_OFFLOAD, OFFLOAD_MODES
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.drafter import DRAFTERS
 from nightjar.errors import NightjarInputError
@@ -51,8 +52,17 @@ MEMORY_FLAGS: tuple[tuple[str, type, str], ...] = (
 
 
 def memory_settings(args: argparse.Namespace) -> Any:
-    """``LiveSettings.memory``: a MemoryConfig, or None with ``--offload off`` (exit 2 on
-    a bad value or a threshold given without ``--offload on``)."""
+    """``LiveSettings.memory``: a MemoryConfig, or None where elastic memory is off
+    (exit 2 on a bad value or a threshold given without it).
+
+    ``--offload auto`` (the default) is on only with ``--alias-draft``: there the
+    draft's weights live inside its KV ballast, so the bytes an offload frees become
+    KV blocks for real. Without aliasing the live engine can only emulate them by
+    withholding a ballast from the pool while the draft is resident, which costs
+    capacity that a server without Nightjar would have (vLLM already keeps the draft's
+    weights outside the pool): ``auto`` stays off there, and ``--offload on`` is the
+    emulation, asked for by name. Whether the drafter has weights to move is checked
+    once it is resolved (:func:`_check_memory_flags`)."""
     from nightjar.core.memory import MemoryConfig
 
     given = {
@@ -64,7 +74,7 @@ def memory_settings(args: argparse.Namespace) -> Any:
         given["reload_on_gain"] = False
     if getattr(args, "no_offload_on_capacity", False):
         given["offload_on_capacity"] = False
-    if args.offload != "on":
+    if args.offload == "off" or (args.offload == "auto" and not args.alias_draft):
         if getattr(args, "reload", "drain") == "migrate":
             raise NightjarInputError(
                 "--reload migrate needs --offload on (no draft reload without it)"
@@ -139,9 +149,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--offload",
-        choices=["on", "off"],
-        default="off",
-        help="move the draft out of device memory under KV pressure",
+        choices=OFFLOAD_MODES,
+        default=DEFAULT_OFFLOAD,
+        help="elastic draft memory: move the draft out of device memory when its KV blocks"
+        " are worth more to waiting requests; auto = on with --alias-draft for a drafter"
+        " with weights (the freed bytes become KV blocks), off otherwise; on = the"
+        " emulation (a ballast withheld while the draft is resident)",
     )
     mem = p.add_argument_group(
         "memory controller (with --offload on; defaults and reasons in docs/memory.md)"
@@ -533,6 +546,12 @@ def _check_memory_flags(args: argparse.Namespace, method: str, memory: Any) -> N
     why = offload_refusal(method)
     if why is None:
         return
+    if args.offload == "auto" and not args.forced_residency:
+        # Nothing to move: auto means off here, and the flags that need a draft say so.
+        if args.alias_draft or args.ballast_blocks is not None:
+            flag = "--alias-draft" if args.alias_draft else "--ballast-blocks"
+            raise NightjarInputError(f"{flag}: {why}")
+        return
     if memory is not None or args.forced_residency:
         raise NightjarInputError(f"--offload on: {why}")
     if args.alias_draft or args.ballast_blocks is not None:
@@ -561,7 +580,8 @@ def run(args: argparse.Namespace) -> int:
     if args.alias_draft and memory is None and not args.forced_residency:
         # Without the memory controller no ballast is withheld: the KV pool would
         # hand out the very blocks that hold the draft's weights.
-        raise NightjarInputError("--alias-draft needs --offload on (the ballast holds the draft)")
+        raise NightjarInputError("--alias-draft needs --offload on or auto (the ballast holds"
+                                 " the draft)")
     if choice.method in DRAFTERS:
         # Named on the command line: refused without vLLM or a model on disk.
         _check_memory_flags(args, choice.method, memory)
@@ -637,7 +657,9 @@ def _check_drafter_present(engine: _Engine, specs: list[str]) -> None:
 def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: list[str]) -> int:
     from rich.console import Console
 
+    from nightjar.core.drafter import offload_refusal
     from nightjar.live import logs
+    from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
     from nightjar.report.progress import LazyProgress
     from nightjar.report.terminal import summary_table
@@ -690,9 +712,12 @@ def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: lis
     # is the best static run (nospec, fixed:G) among those replayed.
     result_set = ResultSet.build(
         results, title=title, oracle_policy=None, gamma_max=engine.gamma_max,
-        slo=slo_from_args(args), offload=args.offload == "on",
+        slo=slo_from_args(args), offload=base.memory is not None,
+        movable=offload_refusal(engine.method) is None,
     )
     Console().print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
+    for line in alternative_lines(entries(result_set), result_set.missing):
+        Console().print(line, highlight=False)
     for line in off_grid_lines(results):
         console.print(line)
     write_all(

@@ -33,7 +33,9 @@ def add_parser(sub: Any) -> None:
                    help=f"policy spec, repeatable (default: {' '.join(_D.policies)})")
     p.add_argument("--profile", action="append", metavar="NAME_OR_PATH",
                    help="profile, repeatable (default: the bundled A100 profile)")
-    p.add_argument("--offload", metavar="on,off", help="elastic draft memory (default off)")
+    p.add_argument("--offload", metavar="auto,on,off",
+                   help=f"elastic draft memory (default {_D.offload}: wherever the drafter has"
+                   " weights to move)")
     p.add_argument("--reload", metavar="drain,migrate", help="reload mode (default drain)")
     p.add_argument("--draft-kv", metavar="sync,skip",
                    help=f"draft KV mode at gamma 0 (default {_D.draft_kv}; sync is vLLM's)")

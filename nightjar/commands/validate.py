@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from nightjar.commands.run_flags import add_run_flags, run_config
-from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding, run_bindings, table
+from nightjar.commands.validate_common import (
+    LIVE_RUN_FIELDS,
+    check_binding,
+    live_offload,
+    run_bindings,
+    table,
+)
 from nightjar.config import (
     LIVE_GAMMA_MAX,
     LIVE_MAX_NUM_BATCHED_TOKENS,
@@ -76,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
     # bindings, --out.
     config = run_config(args, only=LIVE_RUN_FIELDS)
     profile = load_profile(args.profile)
+    runs = [run for folder in args.live_run for run in load_runs(folder)]
+    config = dataclasses.replace(config, offload=live_offload(runs))
     config.check_profile(profile, flag_of)
     cfg = config.sim_config(profile.drafter)
-    runs = [run for folder in args.live_run for run in load_runs(folder)]
     for live in runs:  # a request the profile's pool can never hold fails here, not later
         servable(trace_of(live), profile, cfg)
     if args.out is not None:

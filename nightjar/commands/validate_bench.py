@@ -38,7 +38,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     from nightjar.agreement import JUDGED, bench_agreement
     from nightjar.checks import integer, text
     from nightjar.commands.run_flags import run_config
-    from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding
+    from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding, live_offload
     from nightjar.commands.validate_common import table as _table
     from nightjar.live.binding import binding_from_json
     from nightjar.profile.model import load_profile
@@ -68,6 +68,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
             meta.get("max_num_batched_tokens", args.max_num_batched_tokens),
             f"{at}: max_num_batched_tokens", lo=1),
         seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
+        offload=live_offload([run.result for run in record.runs]),
     )
     config.check_profile(profile, flag_of)
     cfg = config.sim_config(profile.drafter)

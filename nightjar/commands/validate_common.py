@@ -15,6 +15,13 @@ LIVE_RUN_FIELDS = ("seed", "gamma_max", "draft_kv", "engine", "max_num_seqs",
                    "max_num_batched_tokens")
 
 
+def live_offload(runs: list[Any]) -> str:
+    """The elastic-memory setting a simulation of these live runs replays: ``on`` where
+    any ran with the memory controller (``elastic_memory`` in its summary), else
+    ``off`` (runs written before the key existed ran without it: the old default)."""
+    return "on" if any(r.extra.get("elastic_memory", 0.0) > 0 for r in runs) else "off"
+
+
 def run_bindings(folder: Path) -> list[Any]:
     """The CPU bindings the runs in ``folder`` recorded (``nightjar live`` run folders)."""
     import json

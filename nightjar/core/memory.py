@@ -342,6 +342,9 @@ class MemoryController:
     def summary(self, now: float) -> dict[str, float]:
         """Scalars for ``RunResult.extra``: counts, and seconds per state up to ``now``."""
         out: dict[str, float] = {
+            # 1 where elastic memory ran (--offload on, or auto resolved on), else 0:
+            # what `nightjar validate` replays a live run with.
+            "elastic_memory": float(self.config.enabled),
             "offloads": float(self.offloads),
             "reloads": float(self.reloads),
             "gain_reloads": float(self.gain_reloads),

@@ -35,21 +35,23 @@ class Entry:
     """One run's full-system yardstick: all that the lines need of it."""
 
     policy: str
-    seed: int
+    group: int  # what pairs it: the seed, or the live benchmark's round
     alternatives: dict[str, AltRegret]
 
 
-def entries(rs: ResultSet) -> list[Entry]:
-    """What :func:`alternative_lines` keeps of a run set (not its runs' records)."""
-    return [Entry(r.policy, r.seed, r.alternatives) for r in rs.runs if r.alternatives]
+def entries(rs: ResultSet, group: int | None = None) -> list[Entry]:
+    """What :func:`alternative_lines` keeps of a run set (not its runs' records);
+    ``group`` pairs its runs (default: each run's seed)."""
+    return [Entry(r.policy, r.seed if group is None else group, r.alternatives)
+            for r in rs.runs if r.alternatives]
 
 
 def alternative_lines(runs: Sequence[Entry], missing: Sequence[str] = ()) -> list[str]:
     """What the alternatives say about every adaptive run (of one seed or several)."""
     if not runs:
         return []
-    lines = ["vs the best static alternative of the same seed (nospec serves with no draft"
-             " loaded; regret > 0: behind it):"]
+    lines = ["vs the best static alternative of the same seed or round (nospec serves with"
+             " no draft loaded; regret > 0: behind it; paired, mean ± 95% half-width):"]
     for key, label, _ in USER_METRICS:
         lines.append(f"  {label}: " + _best(runs, key))
     for policy in dict.fromkeys(r.policy for r in runs if not is_static(r.policy)):
@@ -75,15 +77,15 @@ def _best(runs: Sequence[Entry], key: str) -> str:
     seen: set[int] = set()
     for run in runs:
         alt = run.alternatives[key]
-        if not alt.best or run.seed in seen:
+        if not alt.best or run.group in seen:
             continue
-        seen.add(run.seed)
+        seen.add(run.group)
         wins.setdefault(alt.best, []).append(alt.best_value)
     if not wins:
         return "-"
     ranked = sorted(wins.items(), key=lambda kv: -len(kv[1]))
     return "; ".join(
         f"{name} ({_unit(key, sum(v) / len(v))}"
-        + (f", best on {len(v)} of {len(seen)} seeds)" if len(seen) > 1 else ")")
+        + (f", best in {len(v)} of {len(seen)})" if len(seen) > 1 else ")")
         for name, v in ranked
     )
