@@ -227,6 +227,22 @@ def test_live_refuses_reload_migrate_without_offload() -> None:
     assert memory_settings(args) is not None  # accepted with --offload on
 
 
+def test_live_offload_auto_is_on_only_where_freed_bytes_become_blocks() -> None:
+    # Without --alias-draft the live engine can only emulate the freed memory with a
+    # ballast withheld while the draft is resident, which costs capacity a server
+    # without Nightjar has: auto stays off there, and thresholds ask for on.
+    from nightjar.cli import build_parser
+    from nightjar.commands.live import memory_settings
+    from nightjar.errors import NightjarInputError
+
+    parse = build_parser().parse_args
+    assert parse(["live", "--model", "m"]).offload == "auto"
+    assert memory_settings(parse(["live", "--model", "m"])) is None
+    assert memory_settings(parse(["live", "--model", "m", "--alias-draft"])) is not None
+    with pytest.raises(NightjarInputError, match="--k-offload sets the memory controller"):
+        memory_settings(parse(["live", "--model", "m", "--k-offload", "5"]))
+
+
 def test_writing_a_trace_or_profile_into_a_fifo_is_refused(tmp_path: Path, capsys: Any) -> None:
     fifo = tmp_path / "out.json"
     os.mkfifo(fifo)

@@ -104,6 +104,9 @@ class ResultSet:
             key = (result.seed, result.trace)
             oracle = oracles.get(key)
             alts = [summaries[id(r)] for r in statics.get(key, [])]
+            # A run that is its set's only alternative has nothing to be measured against.
+            if all(r is result for r in statics.get(key, [])):
+                alts = []
             runs.append(
                 PolicyRun(
                     result=result,

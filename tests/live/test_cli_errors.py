@@ -100,7 +100,7 @@ def test_tetris_is_refused(capsys: Any, fake_vllm: None, tmp_path: Path) -> None
         (["--offload", "on", "--max-dwell-s", "1", "--min-dwell-s", "2"], "below min_dwell_s"),
         (["--k-reload", "2"], "--k-reload sets the memory controller: add --offload on"),
         (["--ballast-blocks", "-3"], "--ballast-blocks must be >= 0"),
-        (["--alias-draft"], "--alias-draft needs --offload on"),
+        (["--alias-draft", "--offload", "off"], "--alias-draft needs --offload on or auto"),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be >= 1"),
         (["--time-scale", "0"], "--time-scale must be > 0"),
         (["--rate-scale", "0"], "--rate-scale must be a finite number > 0"),
