@@ -149,3 +149,20 @@ def test_alternatives_flag_runs_what_was_missing() -> None:
         "nightjar+", "nospec", "fixed:1", "fixed:2", "fixed:1@offload=off",
         "fixed:2@offload=off"]
     assert config.specs("ngram") == ["nightjar+", "nospec", "fixed:1", "fixed:2"]
+
+
+def test_a_sweep_row_is_judged_against_its_groups_static_cells() -> None:
+    from nightjar.results.alternatives import add_to_rows
+
+    def row(policy: str, offload: str, e2e: float, seed: int = 0) -> dict[str, object]:
+        return {"policy": policy, "offload": offload, "seed": seed, "trace": "t",
+                "e2e_s_mean": e2e, "throughput_tok_s": 100.0, "tpot_s_mean": 0.05,
+                "goodput_req_s": 1.0}
+
+    rows = [row("nospec", "auto", 80.0), row("fixed:1", "off", 100.0),
+            row("nightjar+", "auto", 88.0), row("nightjar+", "auto", 50.0, seed=1)]
+    out = add_to_rows(rows, ["policy", "offload", "seed", "trace"])
+    assert out[2]["alt_e2e_s_mean_best"] == "nospec (offload auto)"
+    assert out[2]["alt_e2e_s_mean_pct"] == pytest.approx(10.0)
+    assert out[0]["alt_e2e_s_mean_pct"] == pytest.approx(0.0)  # the best alternative
+    assert "alt_e2e_s_mean_pct" not in out[3]  # seed 1 ran no alternative

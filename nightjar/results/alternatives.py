@@ -99,3 +99,40 @@ def missing_alternatives(ran: Sequence[str], expected: Sequence[str]) -> list[st
     under the run's setting)."""
     have = set(ran)
     return [spec for spec in expected if spec not in have]
+
+
+def add_to_rows(rows: Sequence[dict[str, object]], axes: Sequence[str]) -> list[dict[str, object]]:
+    """A sweep's rows (one policy per cell) with ``alt_<metric>_pct`` and
+    ``alt_<metric>_best``: each cell against the best static cell of its group, the
+    cells that share every axis in ``axes`` but ``policy`` and ``offload`` (so a group
+    holds each policy with elastic memory on and off where the grid has both). A
+    group whose only static cell is the row itself gives that row none."""
+    keys = [a for a in axes if a not in ("policy", "offload")]
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(tuple(str(row.get(k)) for k in keys), []).append(i)
+    out = [dict(row) for row in rows]
+    for members in groups.values():
+        statics = [i for i in members if is_static(str(rows[i]["policy"]))]
+        for i in members:
+            others = [j for j in statics if j != i]
+            if not others:
+                continue
+            pool = statics if i in statics else others
+            for key, _, up in USER_METRICS:
+                scored = [(_num(rows[j].get(key)), _cell_label(rows[j])) for j in pool]
+                scored = [(v, name) for v, name in scored if math.isfinite(v)]
+                if not scored:
+                    continue
+                best_value, best = max(scored) if up else min(scored)
+                out[i][f"alt_{key}_pct"] = regret_pct(_num(rows[i].get(key)), best_value, up)
+                out[i][f"alt_{key}_best"] = best
+    return out
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def _cell_label(row: dict[str, object]) -> str:
+    return f"{row['policy']} (offload {row.get('offload')})"

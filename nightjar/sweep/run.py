@@ -8,6 +8,7 @@ grid in the same folder computes only its new cells.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -18,8 +19,9 @@ from typing import Any
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
+from nightjar.results.alternatives import add_to_rows
 from nightjar.sweep.backends import run_tasks
-from nightjar.sweep.cell import CellTask, digest
+from nightjar.sweep.cell import Cell, CellTask, digest
 from nightjar.sweep.spec import SweepSpec
 from nightjar.sweep.store import (
     SPEC_FILE,
@@ -188,7 +190,9 @@ def run_sweep(
             on_cell(len(rows) + len(failed), total)
 
     run_tasks(todo, jobs=jobs, ray=ray, done=done)
-    finished = [rows[t.key] for t in tasks if t.key in rows]
+    # The full-system regret is across cells: each against its group's static cells.
+    axes = [f.name for f in dataclasses.fields(Cell)]
+    finished = add_to_rows([rows[t.key] for t in tasks if t.key in rows], axes)
     frame = table_frame(finished)
     paths = write_table(out, finished)
     if report and finished:
