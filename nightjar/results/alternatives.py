@@ -32,13 +32,14 @@ from nightjar.results.metrics import Summary
 
 STATIC_POLICIES = ("nospec", "fixed", "schedule")
 
-# (key, label, higher is better, how to read it off a summary)
+# (key, label, higher is better)
 USER_METRICS: tuple[tuple[str, str, bool], ...] = (
     ("e2e_s_mean", "mean E2E", False),
     ("throughput_tok_s", "throughput", True),
     ("tpot_s_mean", "mean TPOT", False),
     ("goodput_req_s", "goodput", True),
 )
+HIGHER_IS_BETTER = {key: up for key, _, up in USER_METRICS}
 
 
 def is_static(spec: str) -> bool:
@@ -74,17 +75,19 @@ def regret_pct(value: float, best: float, higher_is_better: bool) -> float:
 def against_alternatives(summary: Summary, alternatives: Sequence[Summary]) -> dict[str, AltRegret]:
     """Per user metric, ``summary`` against the best of ``alternatives`` (same seed and
     trace; may include ``summary`` itself, whose regret is then >= 0)."""
-    out: dict[str, AltRegret] = {}
-    for key, _, up in USER_METRICS:
-        value = metric_value(summary, key)
-        scored = [(metric_value(a, key), a.policy) for a in alternatives]
-        scored = [(v, p) for v, p in scored if math.isfinite(v)]
-        if not scored:
-            out[key] = AltRegret(key, "", math.nan, value, math.nan)
-            continue
-        best_value, best = max(scored) if up else min(scored)
-        out[key] = AltRegret(key, best, best_value, value, regret_pct(value, best_value, up))
-    return out
+    return {key: against(key, metric_value(summary, key),
+                         [(metric_value(a, key), a.policy) for a in alternatives])
+            for key, _, _ in USER_METRICS}
+
+
+def against(key: str, value: float, scored: Sequence[tuple[float, str]]) -> AltRegret:
+    """``value`` of metric ``key`` against the best of ``scored`` (value, name) pairs."""
+    up = HIGHER_IS_BETTER[key]
+    finite = [(v, name) for v, name in scored if math.isfinite(v)]
+    if not finite:
+        return AltRegret(key, "", math.nan, value, math.nan)
+    best_value, best = max(finite) if up else min(finite)
+    return AltRegret(key, best, best_value, value, regret_pct(value, best_value, up))
 
 
 def expected_alternatives(gamma_max: int, offload_on: bool, movable: bool) -> list[str]:
@@ -119,14 +122,12 @@ def add_to_rows(rows: Sequence[dict[str, object]], axes: Sequence[str]) -> list[
             if not others:
                 continue
             pool = statics if i in statics else others
-            for key, _, up in USER_METRICS:
-                scored = [(_num(rows[j].get(key)), _cell_label(rows[j])) for j in pool]
-                scored = [(v, name) for v, name in scored if math.isfinite(v)]
-                if not scored:
-                    continue
-                best_value, best = max(scored) if up else min(scored)
-                out[i][f"alt_{key}_pct"] = regret_pct(_num(rows[i].get(key)), best_value, up)
-                out[i][f"alt_{key}_best"] = best
+            for key, _, _ in USER_METRICS:
+                alt = against(key, _num(rows[i].get(key)),
+                              [(_num(rows[j].get(key)), _cell_label(rows[j])) for j in pool])
+                if alt.best:
+                    out[i][f"alt_{key}_pct"] = alt.pct
+                    out[i][f"alt_{key}_best"] = alt.best
     return out
 
 
