@@ -166,3 +166,14 @@ def test_a_sweep_row_is_judged_against_its_groups_static_cells() -> None:
     assert out[2]["alt_e2e_s_mean_pct"] == pytest.approx(10.0)
     assert out[0]["alt_e2e_s_mean_pct"] == pytest.approx(0.0)  # the best alternative
     assert "alt_e2e_s_mean_pct" not in out[3]  # seed 1 ran no alternative
+
+
+def test_drop_in_elastic_memory_follows_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nightjar.live.settings import CONFIG_ENV, LiveSettings
+
+    monkeypatch.setenv(CONFIG_ENV, '{"policy": "nightjar+"}')
+    assert LiveSettings.for_engine(None, 3).memory is None
+    monkeypatch.setenv(CONFIG_ENV, '{"policy": "nightjar+", "alias": true}')
+    assert LiveSettings.for_engine(None, 3).memory is not None
+    monkeypatch.setenv(CONFIG_ENV, '{"alias": true, "memory": null}')
+    assert LiveSettings.for_engine(None, 3).memory is None  # off, asked for by name

@@ -126,6 +126,10 @@ class LiveSettings:
         data = _env_settings()
         data.setdefault("policy", DROP_IN_POLICY)
         data.setdefault("gamma_max", spec_tokens)
+        if data.get("alias") is True and "memory" not in data:
+            # Elastic memory's default (``nightjar live --offload auto``): on where the
+            # freed bytes become KV blocks for real, the draft aliased into its ballast.
+            data["memory"] = {}
         return cls.from_config({KEY: data})
 
     @classmethod
