@@ -177,3 +177,16 @@ def test_drop_in_elastic_memory_follows_auto(monkeypatch: pytest.MonkeyPatch) ->
     assert LiveSettings.for_engine(None, 3).memory is not None
     monkeypatch.setenv(CONFIG_ENV, '{"alias": true, "memory": null}')
     assert LiveSettings.for_engine(None, 3).memory is None  # off, asked for by name
+
+
+def test_validate_puts_the_yardstick_on_both_sides(tmp_path: Path, capsys: Any) -> None:
+    run = tmp_path / "run"
+    assert main(["sim", "--trace", "steady_low", "--policy", "nospec", "--policy", "nightjar+",
+                 "--no-oracle", "--no-report", "--quiet", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--live-run", str(run), "--profile",
+                 "a100-80gb/vicuna-13b+vicuna-68m"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "live: vs the best static alternative" in out
+    assert "simulated: vs the best static alternative" in out
+    assert out.count("mean E2E: nospec") == 2  # the only alternative, on each side

@@ -151,9 +151,24 @@ def run(args: argparse.Namespace) -> int:
             if tmp is not None:
                 agree.errors.to_csv(tmp / "agreement.csv", index=False)
                 agree.ranking.to_csv(tmp / "ranking.csv", index=False)
+            _yardsticks(pairs, console)
     if args.out is not None:
         console.print(f"wrote {args.out}/")
     return 0
+
+
+def _yardsticks(pairs: list[tuple[Any, Any]], console: Console) -> None:
+    """The full-system regret on each side: does the simulator name the same best
+    alternative, and put each adaptive run as far from it, as the engine?"""
+    from nightjar.report.alt_lines import alternative_lines, entries
+    from nightjar.results.run_set import ResultSet
+
+    for side, runs in (("live", [p[0] for p in pairs]), ("simulated", [p[1] for p in pairs])):
+        lines = alternative_lines(entries(ResultSet.build(runs, oracle_policy=None)))
+        if lines:
+            console.print(f"{side}: " + lines[0], highlight=False)
+            for line in lines[1:]:
+                console.print(line, highlight=False)
 
 
 def _table(frame: Any, title: str) -> Table:
