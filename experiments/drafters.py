@@ -54,7 +54,9 @@ def main() -> None:
         f"{args.seeds}` (deterministic). {GPU} + {TARGET}; mean over seeds "
         f"{seeds[0]}..{seeds[-1]} with 95% intervals; the tuned table was searched on "
         "seed 0. Profiles are roofline models and their acceptance assumed priors "
-        "(docs/profiles.md#drafter-kinds): predictions, not measurements.", "",
+        "(docs/profiles.md#drafter-kinds): predictions, not measurements. Elastic draft "
+        "memory as the default has it (`--offload auto`: on for the draft model and the "
+        "EAGLE-3 head, off for n-gram, which has no weights).", "",
         "| drafter | policy | E2E s | TPOT ms |", "|---|---|---|---|",
     ]
     tables = []
