@@ -190,3 +190,10 @@ def test_validate_puts_the_yardstick_on_both_sides(tmp_path: Path, capsys: Any) 
     assert "live: vs the best static alternative" in out
     assert "simulated: vs the best static alternative" in out
     assert out.count("mean E2E: nospec") == 2  # the only alternative, on each side
+
+
+def test_alternatives_is_a_switch_on_the_command_line() -> None:
+    from nightjar.cli import build_parser
+
+    assert build_parser().parse_args(["sim", "--alternatives"]).alternatives is True
+    assert build_parser().parse_args(["sim"]).alternatives is False

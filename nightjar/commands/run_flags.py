@@ -50,6 +50,9 @@ def add_run_flags(
             # A store_false flag: its default is the field's (True), never worth printing.
             parser.add_argument(flag, dest=name, action="store_false", default=default,
                                 help=text + " (by default it runs)")
+        elif default is False:
+            # A switch that is off unless given (--alternatives).
+            parser.add_argument(flag, dest=name, action="store_true", help=text)
         elif name in CHOICES:
             parser.add_argument(flag, dest=name, choices=list(CHOICES[name]), default=default,
                                 help=text)

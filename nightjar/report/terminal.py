@@ -104,7 +104,7 @@ def _build(
     table = cls(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                 caption=caption or None, padding=(0, 1) if wide else (0, 0))
     # Short specs (nightjar-code, nightjar+) must not fold; long parametric ones may.
-    longest = max((len(s.policy) for s in summaries), default=8)
+    longest = max((len(part) for s in summaries for part in s.policy.split("@")), default=8)
     table.add_column("policy", overflow="fold", min_width=min(max(longest, 8), 13),
                      max_width=24)
     stat = "mean/p99" if wide else "mean"
@@ -136,7 +136,9 @@ def _build(
         tput = fmt_num(s.throughput_tok_s)
         if s.throughput_tok_s == best and len(summaries) > 1:
             tput = f"[bold green]{tput}[/]"
-        row = [s.policy, tput, lat(s.ttft_s), lat(s.tpot_s, 1e3), lat(s.e2e_s)]
+        # A run variant goes on a line of its own (fixed:1 / @offload=off) rather than
+        # folding mid-word.
+        row = [s.policy.replace("@", "\n@"), tput, lat(s.ttft_s), lat(s.tpot_s, 1e3), lat(s.e2e_s)]
         row += [f"{s.requests_finished}/{s.requests_total}"] * show_done
         slo_pct = fmt_num(s.slo_attainment, 100.0)
         if wide:  # whole percents keep the pair narrow enough for 120 columns
