@@ -294,6 +294,10 @@ def _check_policies(specs: list[str], gamma_max: int) -> None:
         name = spec.partition(":")[0]
         if name in UNSUPPORTED:
             raise NightjarInputError(f"policy {spec!r} cannot run on vLLM: {UNSUPPORTED[name]}")
+        if "@" in spec:
+            # A live engine's memory setting is the engine's (--offload), one per run.
+            raise NightjarInputError(f"policy {spec!r}: run variants (@offload=...) are the "
+                                     "simulator's; give --offload instead")
         make_policy(spec, PolicyEnv(gamma_max=gamma_max, per_request=False))
 
 

@@ -276,7 +276,8 @@ class Engine:
             self.block_size,  # kv_block_size
             self.cfg.max_num_seqs,  # max_num_seqs
             # (only the memory controller reads it: a sum over the prefilling rows)
-            int(self.batch.state[TODO, n : self.batch.n].sum()) if self.cfg.offload else 0,
+            int(self.batch.state[TODO, n : self.batch.n].sum())
+            if self.cfg.offload and self.batch.n > n else 0,
         )
 
     def _arrival_rate(self, now: float) -> float:
