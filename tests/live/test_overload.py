@@ -15,10 +15,15 @@ online, it never measured K = 0 at B = 24), while two busy processes beside the
 engine once made gamma 3 cost 16 ms per token at B = 24 against gamma 0's 29 ms, and
 once 19.9 ms against 18.1 ms. The overload's wall time then rests on the draft's
 prefill of the 4800 prompt tokens against what speculation saves, which the repeats
-cannot settle on a busy machine. So the test reads the trade-off from both engines'
-step logs and asserts what the engine did: ``nightjar+`` measured gamma 0 at the full
-batch, and where one side clearly wins (by more than :data:`CLEAR`), the second
-overload, met with the first one's history, mostly chose that side.
+cannot settle on a busy machine. So the test reads the trade-off from the step logs
+and asserts what the engine did: ``nightjar+`` measured gamma 0 at the full batch, and
+where its own steps there show one side clearly winning (by more than :data:`CLEAR`),
+the second overload, met with the first one's history, mostly chose that side. The
+premise is the policy's own gamma-0 steps against its own speculating ones, taken in
+the same run as its choices: the ``nospec`` engine's steps ran a minute apart, and on
+a 2-core machine that alone moved the comparison by 25% (CI, issue 36's round: the
+second overload speculated on all of its 10 steps while ``nospec``'s steps, a minute
+earlier, were 25% cheaper per token); they are printed, not judged.
 """
 
 from __future__ import annotations
@@ -105,8 +110,8 @@ def test_nightjar_plus_follows_the_overloads_trade_off_and_beats_nospec_at_low_l
     # (one repeat each can swap on a loaded machine: 1.48/2.89 s against 2.55/3.15 s).
     assert sum(plus["low"]) < sum(nospec["low"])
 
-    # The trade-off, from both engines' step logs over both overloads: per output
-    # token at B >= FULL, no speculation against nightjar+'s speculating steps.
+    # The trade-off over both overloads: per output token at B >= FULL, no speculation
+    # against nightjar+'s speculating steps.
     ours_full = [s for span in our_spans["overload"] for s in _full_steps(our_log, span)]
     off_cost = _per_token_s([s for sp in off_spans["overload"] for s in _full_steps(off_log, sp)])
     spec_cost = _per_token_s([s for s in ours_full if s.gamma > 0])
@@ -119,9 +124,13 @@ def test_nightjar_plus_follows_the_overloads_trade_off_and_beats_nospec_at_low_l
     # Issue 15: learning online, it never measured gamma 0 at the full batch.
     assert any(s.gamma == 0 for s in ours_full), "nightjar+ never measured gamma 0 at B >= 20"
     assert len(second) >= 3
-    if off_cost is None or spec_cost is None:
+    # The premise from nightjar+'s own steps at the full batch, in the same run as its
+    # choices (the nospec engine's, a minute apart, are printed above, not judged).
+    zero_cost = _per_token_s([s for s in ours_full if s.gamma == 0])
+    print(f"nightjar+'s own gamma-0 steps at B >= {FULL}: {zero_cost} s per token")
+    if zero_cost is None or spec_cost is None:
         return  # it never speculated at the full batch: nothing to weigh
-    if spec_cost < off_cost * (1.0 - CLEAR):
+    if spec_cost < zero_cost * (1.0 - CLEAR):
         assert share >= 0.5, "speculating won at the full batch, and nightjar+ mostly did not"
-    elif spec_cost > off_cost * (1.0 + CLEAR):
+    elif spec_cost > zero_cost * (1.0 + CLEAR):
         assert share <= 0.5, "speculating lost at the full batch, and nightjar+ mostly did"
