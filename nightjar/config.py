@@ -130,7 +130,7 @@ class RunConfig:
         unknown = sorted(set(values) - names, key=str)
         if unknown:
             raise NightjarInputError(f"unknown setting {unknown[0]!r}")
-        config = cls(**{k: _normalise(v) if k != "offload" else _switch(v)
+        config = cls(**{k: _normalise(v) if k != "offload" else offload_mode(v)
                         for k, v in values.items()})
         config.check(spell)
         return config
@@ -261,8 +261,9 @@ class RunConfig:
         )
 
 
-def _switch(value: Any) -> Any:
-    """A boolean offload (the API's and older sweeps' spelling) as its mode."""
+def offload_mode(value: Any) -> Any:
+    """A boolean offload (the API's and older sweeps' spelling) as its mode; any other
+    value as given, for :meth:`RunConfig.check` to judge."""
     value = _normalise(value)
     if isinstance(value, bool):
         return "on" if value else "off"

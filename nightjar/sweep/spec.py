@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.config import CHOICES as RUN_CHOICES
-from nightjar.config import RunConfig
+from nightjar.config import RunConfig, offload_mode
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.model import DEFAULT_PROFILE
@@ -137,8 +137,8 @@ def _values(name: str, raw: Any, where: str) -> tuple[Any, ...]:
 def _one(name: str, kind: type, item: Any, where: str) -> Any:
     if item is None and name == "max_model_len":
         return None
-    if name == "offload" and isinstance(item, bool):
-        return "on" if item else "off"
+    if name == "offload":
+        item = offload_mode(item)
     if kind is float:
         if isinstance(item, bool) or not isinstance(item, int | float) or not (
             math.isfinite(item) and item > 0
