@@ -32,7 +32,7 @@ from setuptools.command.build_py import build_py
 # The step loop and what it calls every step. Not compiled: modules with a
 # runtime-checkable protocol (mypyc cannot build one); those whose values a user or a
 # sweep pickles or copies (a compiled class cannot rebuild itself without arguments):
-# the profile (nightjar/profile/model.py) and the memory settings of every run's
+# the profile (nightjar/profile/profile.py) and the memory settings of every run's
 # config (nightjar/core/memory.py); and everything off the hot path. (A compiled
 # policy does not pickle either: a policy is built from its spec where it runs.)
 COMPILED = [

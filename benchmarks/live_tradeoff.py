@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
 
-    from nightjar.live.plugins.engine import EngineSpec, open_llm, prepare_env
+    from nightjar.live.engine_spec import EngineSpec, open_llm, prepare_env
     from nightjar.live.settings import LiveSettings
     from nightjar.live.tiny import TinySpec, build
 

@@ -69,7 +69,7 @@ CASES = {
 
 def _find(attr: str, *modules: str) -> Any:
     """``attr`` from the first of ``modules`` that has it: the package's layout moved
-    (``nightjar.trace`` became ``nightjar.trace.model``), the names did not."""
+    (``nightjar.trace`` became ``nightjar.trace.trace``), the names did not."""
     for name in modules:
         try:
             module = importlib.import_module(name)
@@ -81,10 +81,10 @@ def _find(attr: str, *modules: str) -> Any:
 
 
 def _trace(name: str, duration: float | None) -> Any:
-    load_trace = _find("load_trace", "nightjar.trace.model", "nightjar.trace")
+    load_trace = _find("load_trace", "nightjar.trace.trace", "nightjar.trace")
     if duration is None:
         return load_trace(name)
-    materialize = _find("materialize", "nightjar.trace.model", "nightjar.trace")
+    materialize = _find("materialize", "nightjar.trace.trace", "nightjar.trace")
     parse = _find("parse_trace_json", "nightjar.trace.schema", "nightjar.trace_schema")
     doc = {
         "format_version": 1, "name": "steady-1h-35rps", "seed": 0, "workload": "sharegpt",
@@ -94,8 +94,8 @@ def _trace(name: str, duration: float | None) -> Any:
 
 
 def child(case: str, hot_loop: bool) -> None:
-    default = _find("DEFAULT_PROFILE", "nightjar.profile.model", "nightjar.profile")
-    load_profile = _find("load_profile", "nightjar.profile.model", "nightjar.profile")
+    default = _find("DEFAULT_PROFILE", "nightjar.profile.profile", "nightjar.profile")
+    load_profile = _find("load_profile", "nightjar.profile.profile", "nightjar.profile")
     sim = importlib.import_module("nightjar.sim")
 
     name, policy, duration = CASES[case]

@@ -1,7 +1,7 @@
 """Where in the batch range does the profile misprice live steps? (issue 21)
 
 Every step of every run of a ``nightjar bench live`` folder priced by the simulator
-(:func:`nightjar.validate.priced_steps`, the step replay of ``nightjar validate``),
+(:func:`nightjar.fidelity.compare.priced_steps`, the step replay of ``nightjar validate``),
 grouped by policy and batch range: the error of the total (priced / live - 1) over
 the decode steps (or ``--kind mixed``), and the steps counted, as a markdown table.
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import load_profile
+from nightjar.fidelity.compare import priced_steps
+from nightjar.profile.profile import load_profile
 from nightjar.results.bench import read_bench
-from nightjar.validate import priced_steps
 
 EDGES = (0, 1, 4, 16, 32, 48, 64, 10_000)
 

@@ -8,7 +8,7 @@ pure decode steps at batch sizes inside and past that grid on one engine (window
 B requests that start together, the sizes in rotated order round by round), then
 prices the sizes past ``--grid-top`` two ways from the measured sizes at or under it:
 flat at the top (the old rule) and linear along the last segment (the rule of
-:mod:`nightjar.profile.model` now). Run it alone on the machine.
+:mod:`nightjar.profile.profile` now). Run it alone on the machine.
 
     LD_PRELOAD=... .venv-live/bin/python experiments/batch_extrapolation.py [--rounds 2]
 """
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--output", type=int, default=24)
     args = parser.parse_args()
 
-    from nightjar.live.plugins.engine import open_llm, prepare_env
+    from nightjar.live.engine_spec import open_llm, prepare_env
     from nightjar.live.steplog import read_log
 
     prepare_env()

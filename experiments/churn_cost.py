@@ -67,7 +67,7 @@ async def _main(args: argparse.Namespace) -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
+    from nightjar.live.engine_spec import SHUTDOWN_GRACE_S, engine_kwargs
     from nightjar.live.steplog import read_log
 
     spec, log = nospec_engine("nj-churn-", args.batch)
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--output", type=int, default=24)
     parser.add_argument("--windows", type=int, default=8)
     args = parser.parse_args()
-    from nightjar.live.plugins.engine import prepare_env
+    from nightjar.live.engine_spec import prepare_env
 
     prepare_env()
     asyncio.run(_main(args))

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from nightjar.core.defaults import DEFAULT_OFFLOAD
 from nightjar.core.drafter import offload_enabled
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.results.metrics import summarize
 from nightjar.results.stats import mean_interval
-from nightjar.roofline.model import build_profile
+from nightjar.roofline.costs import build_profile
 from nightjar.sim import SimConfig, simulate
 from nightjar.sweep.table import TableSearch, policy_spec, search_table, vllm_table
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 GPU, TARGET = "h100-80gb", "llama-3.1-8b"
 POLICIES = ("nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar+")

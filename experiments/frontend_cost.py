@@ -60,7 +60,7 @@ async def _main(args: argparse.Namespace) -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, engine_kwargs
+    from nightjar.live.engine_spec import SHUTDOWN_GRACE_S, engine_kwargs
     from nightjar.live.steplog import read_log
 
     spec, log = nospec_engine("nj-frontend-", max(args.batch))
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=48)
     parser.add_argument("--output", type=int, default=32)
     args = parser.parse_args()
-    from nightjar.live.plugins.engine import prepare_env
+    from nightjar.live.engine_spec import prepare_env
 
     prepare_env()
     asyncio.run(_main(args))

@@ -73,7 +73,7 @@ class Engine:
     def __init__(self, target: str, draft: str | None, kv: str) -> None:
         from vllm import LLM
 
-        from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
+        from nightjar.live.engine_spec import EngineSpec, engine_kwargs
 
         self.log = tempfile.mktemp(suffix=".jsonl", prefix="gamma0-")
         policy, gamma_max = (CYCLE, 3) if draft else ("nospec", 0)
@@ -97,7 +97,7 @@ class Engine:
         self.windows.append((b, start, time.monotonic()))
 
     def close(self) -> dict[int, list[Phase]]:
-        from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S
+        from nightjar.live.engine_spec import SHUTDOWN_GRACE_S
 
         self.llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_GRACE_S)
         contents = read_log(self.log)
@@ -162,7 +162,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=64, help="output tokens per request")
     args = parser.parse_args()
-    from nightjar.live.plugins.engine import prepare_env
+    from nightjar.live.engine_spec import prepare_env
 
     prepare_env()
     if args.models:

@@ -32,7 +32,7 @@ def main() -> None:
                         help="vllm.LLM (the profiler's driver) or AsyncLLM (nightjar live's)")
     args = parser.parse_args()
 
-    from nightjar.live.plugins.engine import open_llm, prepare_env
+    from nightjar.live.engine_spec import open_llm, prepare_env
     from nightjar.live.steplog import read_log
 
     prepare_env()

@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 from nightjar.core.memory import MemoryConfig
 from nightjar.core.records import RunResult
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.results.metrics import Summary, summarize
 from nightjar.results.stats import mean_interval
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 H100 = "h100-80gb/llama-3.1-8b+llama-3.2-1b"
 METRICS: dict[str, Callable[[Summary, RunResult], float]] = {

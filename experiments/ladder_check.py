@@ -35,11 +35,11 @@ def main() -> None:
     parser.add_argument("--spread", type=int, nargs="*", default=None, metavar="B")
     args = parser.parse_args()
 
-    from nightjar.live.plugins.engine import prepare_env
+    from nightjar.live.engine_spec import prepare_env
 
     prepare_env()
     from nightjar.live.profiling.build import decode_cells
-    from nightjar.live.profiling.plan import ProfilePlan
+    from nightjar.live.profiling.grid import ProfilePlan
     from nightjar.live.profiling.session import NODRAFT, Session, started_engines
 
     plan = ProfilePlan(args.target, args.draft, "target", "draft", vocab=args.vocab,

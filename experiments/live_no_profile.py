@@ -104,7 +104,7 @@ def _free_port() -> int:
 
 
 def _lengths(trace: Path, n: int, max_len: int) -> list[tuple[int, int]]:
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     t = load_trace(str(trace))
     rng = np.random.default_rng(22)

@@ -43,7 +43,7 @@ FIELDS = ("profile", "trace", "seed", "policy", "throughput_tok_s", "e2e_s_mean"
 def run_group(job: tuple[str, str, int]) -> list[dict[str, object]]:
     import nightjar
     from nightjar.results.metrics import summarize
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     profile, name, seed = job
     base = load_trace(name)

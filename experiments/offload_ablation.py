@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.results.metrics import summarize
 
 # Recorded with the draft skipped at gamma 0 (the default then; see policy_table.py).
 from nightjar.sim import DraftKVMode, SimConfig, simulate
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -115,8 +115,9 @@ def _code_fingerprint() -> str:
     policies, the profiles and traces, and the cell definitions. A change to any of
     them invalidates the cache (a stale cache once published old numbers as new)."""
     h = hashlib.sha1()
-    for pattern in ("nightjar/**/*.py", "nightjar/profiles/*.json", "nightjar/traces/*.json",
-                    "experiments/paper_cells.py", "reports/paper/traces/*.json"):
+    for pattern in ("nightjar/**/*.py", "nightjar/profile/bundled/*.json",
+                    "nightjar/trace/bundled/*.json", "experiments/paper_cells.py",
+                    "reports/paper/traces/*.json"):
         for f in sorted(pc.ROOT.glob(pattern)):
             h.update(f.relative_to(pc.ROOT).as_posix().encode())
             h.update(f.read_bytes())

@@ -3,7 +3,7 @@ one group of runs is simulated, and the ``nightjar sim`` command that re-runs it
 
 A *group* is one trace on one profile at one seed: every run in it sees the same
 arrivals and per-request acceptance rates. A *table* is a group over every seed. Each
-run is simulated through :class:`nightjar.config.RunConfig`, exactly as ``nightjar sim``
+run is simulated through :class:`nightjar.run.config.RunConfig`, exactly as ``nightjar sim``
 runs it, so the command printed under each table (:func:`commands`) reproduces its
 rows: ``nightjar sim --seeds N`` re-draws a generative trace with its file seed + i and
 simulates with seed i, as :func:`make_trace` and :func:`run_group` do.
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nightjar.config import RunConfig
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.results.alternatives import is_static
 from nightjar.results.metrics import summarize
 from nightjar.results.regret import bound_regret_pct, per_token_latency, regret
+from nightjar.run.config import RunConfig
 from nightjar.sim import OnUnfit, simulate_many
-from nightjar.trace.model import Trace, load_trace
+from nightjar.trace.trace import Trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = Path("reports/paper/traces")  # relative to the repository root, as commands run

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import paper_cells as pc  # the sibling script in this folder
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.report.colors import policy_colors
 from nightjar.results.stats import Interval, mean_interval
 

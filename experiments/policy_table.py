@@ -23,12 +23,12 @@ import argparse
 from nightjar.core.defaults import DEFAULT_OFFLOAD
 from nightjar.core.drafter import offload_enabled
 from nightjar.core.records import RunResult
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.results.alternatives import is_static
 from nightjar.results.metrics import summarize
 from nightjar.results.regret import regret_curve, yardsticks
 from nightjar.sim import DraftKVMode, SimConfig, simulate_many
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 TRACE_SETS = {
     "sharegpt": ("burst", "oscillation", "migration"),

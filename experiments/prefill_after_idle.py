@@ -5,10 +5,10 @@ before each: does a step that wakes an idle engine cost more than the profile sa
 
 Reads a ``nightjar bench live`` folder (:func:`nightjar.results.bench.read_bench`),
 prices each run's prefill-only steps as ``nightjar validate`` does
-(:func:`nightjar.validate.priced_steps`, with the draft-KV mode the benchmark ran),
+(:func:`nightjar.fidelity.compare.priced_steps`, with the draft-KV mode the benchmark ran),
 and prints, per bucket of the idle time before the step (its start less the previous
 step's end), the steps, the live / priced ratio (also in the run's time base: over
-its time base, :func:`nightjar.validate.time_base`, which divides out a machine that
+its time base, :func:`nightjar.fidelity.compare.time_base`, which divides out a machine that
 ran faster or slower than when the profile was measured) and the extra milliseconds. With a
 profile that has a ``wake`` table the price includes it, so what is left is the
 residual. Pure reading: the figures are the step logs'.
@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile, load_profile
+from nightjar.fidelity.compare import priced_steps, time_base
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.results.bench import read_bench
-from nightjar.validate import priced_steps, time_base
 
 GAPS = (-1.0, 0.1, 1.0, 1e9)  # seconds of idle before the step: bucket edges
 

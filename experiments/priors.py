@@ -52,14 +52,14 @@ import numpy as np
 
 from nightjar.core.defaults import DEFAULT_OFFLOAD
 from nightjar.core.drafter import offload_enabled
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.results.metrics import summarize
 from nightjar.results.regret import bound_regret_pct, per_token_latency
 from nightjar.results.stats import Interval, mean_interval
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
 from nightjar.sim.runner import request_acceptance
 from nightjar.sim.yardstick import EXCESS_WINDOWS
-from nightjar.trace.model import Trace, load_trace
+from nightjar.trace.trace import Trace, load_trace
 
 GAMMA_MAX = 3
 PROFILES = ("a100-80gb/vicuna-13b+vicuna-68m", "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")
@@ -137,7 +137,7 @@ def search_schedule(trace: Trace, profile: object, cfg: SimConfig, alpha: np.nda
     ("g up to T, then 0"), then a third level (3 below, or 1 above) around the best.
     A search, not an exhaustive one: the hindsight static yardstick is at least this
     good, and no better than the best of what it tried."""
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
 
     assert isinstance(profile, Profile)
     tried: dict[str, tuple[float, object]] = {}
@@ -384,7 +384,7 @@ def _fingerprint(kind: str) -> str:
 
     root = Path(nightjar.__file__).parent
     h = hashlib.sha256()
-    for sub in ("sim", "policies", "core", "profile", "profiles", "traces", "trace", "results"):
+    for sub in ("sim", "policies", "core", "profile", "trace", "results"):
         for path in sorted((root / sub).rglob("*")):
             rel = path.relative_to(root).as_posix()
             if kind != "ours" and rel in OURS_ONLY:

@@ -41,7 +41,7 @@ REFERENCE_STEPS = 3
 def measure(
     models: Path, draft: bool, batch: int, repeats: int, prompt_output: int
 ) -> list[dict[str, Any]]:
-    from nightjar.live.plugins.engine import EngineSpec, engine_kwargs, prepare_env
+    from nightjar.live.engine_spec import EngineSpec, engine_kwargs, prepare_env
     from nightjar.live.settings import LiveSettings
 
     prepare_env()

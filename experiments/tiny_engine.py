@@ -4,7 +4,7 @@
 each build the tiny pair in a fresh folder and run the target with no drafter under
 ``nospec``, its scheduler writing a step log they read back (the step times the
 profiler and the validator use). Imported as a sibling script, after
-``nightjar.live.plugins.engine.prepare_env``.
+``nightjar.live.engine_spec.prepare_env``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 def nospec_engine(prefix: str, max_num_seqs: int, **limits: Any) -> tuple[Any, Path]:
     """(EngineSpec, step-log path) for the tiny target under ``nospec``; ``limits`` go
     to the spec (``max_num_batched_tokens=...``)."""
-    from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.live.engine_spec import EngineSpec
     from nightjar.live.settings import LiveSettings
     from nightjar.live.tiny import build
 

@@ -35,11 +35,11 @@ from typing import Any
 
 from nightjar.core.defaults import DEFAULT_OFFLOAD
 from nightjar.core.drafter import offload_enabled
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.results.regret import bound_regret_pct
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
-from nightjar.trace.model import Trace, materialize
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import Trace, materialize
 
 GAMMA_MAX = 3
 PROFILES = ("a100-80gb/vicuna-13b+vicuna-68m", "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")

@@ -3,7 +3,7 @@
     .venv/bin/python experiments/validation_traces.py [--write] [--profile P.json] [--seeds 3]
 
 Three traces for the CPU engine and the tiny pair (``python -m nightjar.live.tiny``),
-shipped in ``nightjar/traces/`` (``--write`` regenerates them from the recipes below),
+shipped in ``nightjar/trace/bundled/`` (``--write`` regenerates them from the recipes below),
 each sized so that one live run of one policy takes about 1-3 minutes on the 2-core
 machine:
 
@@ -34,7 +34,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-TRACES_DIR = Path(__file__).resolve().parents[1] / "nightjar" / "traces"
+TRACES_DIR = Path(__file__).resolve().parents[1] / "nightjar" / "trace" / "bundled"
 POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar-code", "nightjar+")
 CHAT = {"prompt_tokens": {"dist": "uniform", "min": 48, "max": 192}}
 LONG_ANSWER = {"output_tokens": {"dist": "uniform", "min": 96, "max": 192}}
@@ -83,10 +83,10 @@ def write() -> None:
 def simulate_all(profile_path: str, seeds: int) -> None:
     import numpy as np
 
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
     from nightjar.results.metrics import summarize
     from nightjar.sim import SimConfig, simulate
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     profile = load_profile(profile_path)
     mean, conc = profile.acceptance(profile.workloads[0]) or (0.6, 8.0)
@@ -117,7 +117,8 @@ def simulate_all(profile_path: str, seeds: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="regenerate nightjar/traces/live-*.json")
+    ap.add_argument("--write", action="store_true",
+                    help="regenerate nightjar/trace/bundled/live-*.json")
     ap.add_argument("--profile", default=None, help="a measured profile of the tiny pair")
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args()

@@ -24,8 +24,8 @@ _API = {
     "simulate": "nightjar.api", "load_run": "nightjar.api", "results_frame": "nightjar.api",
     "run_sweep": "nightjar.api", "load_sweep": "nightjar.api", "sweep_figures": "nightjar.api",
     "Results": "nightjar.api",
-    "Trace": "nightjar.trace.model", "load_trace": "nightjar.trace.model",
-    "load_profile": "nightjar.profile.model",
+    "Trace": "nightjar.trace.trace", "load_trace": "nightjar.trace.trace",
+    "load_profile": "nightjar.profile.profile",
 }
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
         simulate,
         sweep_figures,
     )
-    from nightjar.profile.model import load_profile
-    from nightjar.trace.model import Trace, load_trace
+    from nightjar.profile.profile import load_profile
+    from nightjar.trace.trace import Trace, load_trace
 
 __all__ = ["Results", "Trace", "__version__", "load_profile", "load_run", "load_sweep",
            "load_trace", "results_frame", "run_sweep", "simulate", "sweep_figures"]

@@ -23,16 +23,16 @@ from typing import Any, overload
 
 import pandas as pd
 
-from nightjar.config import RunConfig
 from nightjar.core.records import RunResult
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.results.alternatives import AltRegret
 from nightjar.results.metrics import Summary
 from nightjar.results.regret import Regret, Yardsticks
 from nightjar.results.run_set import ResultSet
-from nightjar.trace.model import Trace, load_trace
+from nightjar.run.config import RunConfig
+from nightjar.trace.trace import Trace, load_trace
 
 
 class Results(Sequence[RunResult]):
@@ -190,7 +190,7 @@ class Results(Sequence[RunResult]):
         return path
 
 
-_D = RunConfig()  # the defaults every entry point shares (nightjar.config)
+_D = RunConfig()  # the defaults every entry point shares (nightjar.run.config)
 
 
 def _short(v: Any) -> str:
@@ -249,7 +249,7 @@ def simulate(
     spec or several (default: the ``nightjar sim`` set). Every policy sees the same
     arrivals and per-request acceptance rates; deterministic for ``seed``. The other
     settings are ``nightjar sim``'s flags, with the same defaults
-    (:class:`nightjar.config.RunConfig`; ``rate_scale`` multiplies the trace's
+    (:class:`nightjar.run.config.RunConfig`; ``rate_scale`` multiplies the trace's
     request rate); as there, the oracle runs unless ``oracle=False``, and its run
     gives the frame its ``step_oracle_pct`` column; every simulated run carries
     ``regret_bound_pct`` (:mod:`nightjar.results.regret`).

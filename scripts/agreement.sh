@@ -47,7 +47,7 @@ n_policies=$(wc -w <<<"$POLICIES")
 # REPEATS x (policies + the noise twin) runs of about the trace's span plus its tail.
 expected=$("$PY" - "$REPEATS" "$n_policies" $ALL_TRACES <<'EOF'
 import sys
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 repeats, policies, traces = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 total = 10 * 60.0
 for name in traces:

@@ -15,15 +15,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nightjar.agreement import bench_agreement
 from nightjar.cli import main
-from nightjar.profile.model import load_profile
+from nightjar.fidelity.agreement import bench_agreement
+from nightjar.profile.profile import load_profile
 from nightjar.report.folder import write_all
 from nightjar.results.bench import RoundRun, read_bench, write_meta, write_tables
 from nightjar.results.metrics import summarize
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"
 LABELS = ("nospec", "fixed:3", "nospec#2")

@@ -11,10 +11,10 @@ import pytest
 
 from nightjar import cli
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
+from nightjar.roofline.costs import build_profile
 from nightjar.roofline.gpu_spec import parse_gpu_spec
 from nightjar.roofline.hardware import GPUS, get_gpu, get_model
-from nightjar.roofline.model import build_profile
 from nightjar.roofline.model_config import load_model_config
 
 # Llama-3.1-8B's published config.json keys and values (the ones the loader reads).
@@ -94,7 +94,7 @@ def test_h200_and_b200_catalogue() -> None:
 
 
 def load_profile_from(data: dict[str, Any]) -> Any:
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
 
     return Profile.from_json(data, "mem")
 

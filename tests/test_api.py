@@ -14,8 +14,8 @@ import nightjar
 from nightjar import Trace
 from nightjar.errors import NightjarInputError
 from nightjar.report.folder import write_all
-from nightjar.trace.model import materialize
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import materialize
 
 
 def test_import_nightjar_is_cheap() -> None:

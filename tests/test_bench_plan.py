@@ -12,7 +12,7 @@ import pytest
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
 from nightjar.live import binding as bind
-from nightjar.live.bench.plan import BenchPlan
+from nightjar.live.bench.rotation import BenchPlan
 from nightjar.live.load import LoadMeter, Reading, window
 from nightjar.results.paired import paired_diff
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from nightjar.cli import main
-from nightjar.profile.model import bundled_profiles, load_profile
+from nightjar.profile.profile import bundled_profiles, load_profile
 from nightjar.roofline.calibration.fits import FIT_FOR_GPU, fit_name, get_fit
 from nightjar.roofline.calibration.fitted import FITS
 from nightjar.roofline.calibration.ops import gemm_efficiency
 from nightjar.roofline.calibration.overheads import TERMS
+from nightjar.roofline.costs import RooflineParams, draft_s, eager_params, verify_s
 from nightjar.roofline.hardware import get_gpu, get_model
-from nightjar.roofline.model import RooflineParams, draft_s, eager_params, verify_s
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]

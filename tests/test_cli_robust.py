@@ -11,7 +11,7 @@ import pytest
 
 import nightjar.sim
 from nightjar.cli import main
-from nightjar.profile.model import bundled_profiles, load_profile
+from nightjar.profile.profile import bundled_profiles, load_profile
 from nightjar.results.outdir import MARKER, TMP_TAG, default_out_dir, safe_name
 from tests.hang import fails_after
 

@@ -9,17 +9,17 @@ import pytest
 
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import load_profile
 from nightjar.profile.priors import (
     BatchScaledLatency,
     ScaledLatency,
     SpecScaledLatency,
     parse_prior,
 )
+from nightjar.profile.profile import load_profile
 from nightjar.results.multiseed import aggregate, beats, verdicts
 from nightjar.sim import OnUnfit, SimConfig, simulate
 from nightjar.sim.runner import policy_env
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, load_profile
 from nightjar.sim import COMPILED, SimConfig, engine, simulate
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
 

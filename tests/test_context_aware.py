@@ -19,11 +19,11 @@ from nightjar.errors import NightjarInputError
 from nightjar.policies.nightjar_plus import NightjarPlusPolicy
 from nightjar.policies.objective import lookahead_top, parse_objective
 from nightjar.policies.registry import make_policy
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.sim import SimConfig
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 H100 = "h100-80gb/llama-3.1-8b+llama-3.2-1b"
 ALPHA = 0.6

@@ -19,11 +19,11 @@ import pytest
 from nightjar.cli import main
 from nightjar.core.drafter import DRAFTERS, drafter_kind
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile, bundled_profiles, load_profile
+from nightjar.profile.profile import Profile, bundled_profiles, load_profile
+from nightjar.roofline.costs import build_profile
 from nightjar.roofline.hardware import get_model
-from nightjar.roofline.model import build_profile
 from nightjar.sim import DraftKVMode, SimConfig, simulate
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 H100, LLAMA = "h100-80gb", "llama-3.1-8b"
 

@@ -154,7 +154,7 @@ def test_simulator_and_live_share_the_driver_sequence() -> None:
 
 
 def test_worker_message_is_typed_frozen_and_picklable() -> None:
-    from nightjar.live.plugins.message import IDLE, WorkerMessage, attach, message_of
+    from nightjar.live.wire import IDLE, WorkerMessage, attach, message_of
 
     msg = WorkerMessage(Action.START_RELOAD, ((120, 3), (121, 4)))
     assert pickle.loads(pickle.dumps(msg)) == msg

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nightjar.cli import main
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.roofline.calibration import fits as fits_mod
 from nightjar.roofline.calibration.fits import fit_for, fit_name, fit_ridge
 from nightjar.roofline.calibration.fitted import FIT_SPECS, FITS

@@ -17,7 +17,6 @@ import pytest
 
 import nightjar
 from nightjar.cli import main
-from nightjar.config import RunConfig
 from nightjar.core.drafter import offload_enabled
 from nightjar.core.memory import MemoryConfig, MemoryController, pool_binds
 from nightjar.core.types import StepContext
@@ -28,7 +27,8 @@ from nightjar.results.alternatives import (
     missing_alternatives,
     regret_pct,
 )
-from nightjar.sim.config import SimConfig
+from nightjar.run.config import RunConfig
+from nightjar.sim.knobs import SimConfig
 from nightjar.sim.runner import with_variant
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"

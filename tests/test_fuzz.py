@@ -21,11 +21,11 @@ from nightjar.cli import main
 from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import make_policy, registered
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.sim import SimConfig, simulate
 from nightjar.trace.importers import import_azure_csv, import_sharegpt
-from nightjar.trace.model import Trace, materialize
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import Trace, materialize
 from tests.hang import fails_after
 
 A100 = "a100-80gb/vicuna-13b+vicuna-68m"

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import nightjar
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.results.outdir import MARKER, check_out_file, staged_out_dir, write_out_file
 from tests.hang import fails_after
 

@@ -11,7 +11,7 @@ from nightjar.commands.live import off_grid_lines
 from nightjar.core.records import RunResult
 from nightjar.live.profiling.latency import Clamped
 from nightjar.live.steplog import StepLog, read_log
-from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, load_profile
 from nightjar.results.metrics import summarize
 
 

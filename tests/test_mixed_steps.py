@@ -11,6 +11,7 @@ import pytest
 
 from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
+from nightjar.fidelity.compare import step_replay
 from nightjar.live.profiling.build import (
     EngineRun,
     Window,
@@ -18,14 +19,13 @@ from nightjar.live.profiling.build import (
     mixed_rows,
     mixed_rows_rebased,
 )
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.report.folder import write_all
 from nightjar.results.read import load_run
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import DraftKVMode, SimConfig, simulate
 from nightjar.sim.price import StepShape, added_s, price_step
-from nightjar.trace.model import load_trace
-from nightjar.validate import step_replay
+from nightjar.trace.trace import load_trace
 
 # [batch_size, prompt tokens, added ms]
 MIXED = [[1, 256, 100.0], [1, 1024, 400.0], [32, 256, 200.0], [32, 1024, 800.0]]
@@ -221,7 +221,7 @@ def test_a_prompt_only_step_pays_the_drafts_it_proposes_for_its_prompts() -> Non
 def test_the_simulator_asks_at_a_prompt_only_step_and_the_first_token_waits_for_it() -> None:
     import numpy as np
 
-    from nightjar.trace.model import Trace
+    from nightjar.trace.trace import Trace
 
     plain = load_profile(DEFAULT_PROFILE)
     trace = Trace(name="one", seed=0, arrival_s=np.array([0.0]),

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, load_profile
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace.model import load_trace, trace_to_json
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import load_trace, trace_to_json
 
 OUT = {2, 5}
 

@@ -11,7 +11,7 @@ import pytest
 
 import nightjar.cli as cli
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import (
+from nightjar.profile.profile import (
     DEFAULT_PROFILE,
     MemoryFacts,
     Profile,

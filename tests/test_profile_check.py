@@ -44,7 +44,7 @@ def test_the_measured_cpu_profile_shape_is_read_from_json() -> None:
 
 def test_profile_show_prints_the_warning(tmp_path: Any, capsys: Any) -> None:
     from nightjar.cli import main
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
 
     data = load_profile("a100-80gb/vicuna-13b+vicuna-68m").to_json()
     assert inversions(data) == []  # the bundled roofline is monotone

@@ -8,8 +8,8 @@ import pytest
 from nightjar.core.records import StepRecord
 from nightjar.live.profiling.build import EngineRun, Window, decode_cells
 from nightjar.live.profiling.estimate import Rates, grid_seconds
+from nightjar.live.profiling.grid import ProfilePlan
 from nightjar.live.profiling.ladder import chains, ladder_prompts, requests
-from nightjar.live.profiling.plan import ProfilePlan
 from nightjar.live.profiling.session import SETTLE_S, WAKE_SAMPLES, window_count
 
 

@@ -13,14 +13,14 @@ import pytest
 
 from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
+from nightjar.fidelity.compare import priced_steps
 from nightjar.live.profiling.build import EngineRun, Window, prefill_cells, wake_rows
-from nightjar.live.profiling.plan import ProfilePlan
+from nightjar.live.profiling.grid import ProfilePlan
 from nightjar.live.profiling.session import WAKE_SAMPLES, window_count
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.sim import SimConfig, simulate
 from nightjar.sim.price import StepShape, price_step
-from nightjar.trace.model import Trace
-from nightjar.validate import priced_steps
+from nightjar.trace.trace import Trace
 
 # [idle_s, added_ms]: nothing up to half a second, then 60 ms, 100 ms from 2 s on.
 WAKE = [[0.5, 0.0], [1.0, 60.0], [2.0, 100.0]]

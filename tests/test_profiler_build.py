@@ -12,7 +12,7 @@ from nightjar.commands.profile_measured import _refuse_inconsistent
 from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.build import EngineRun, Window, decode_cells
-from nightjar.live.profiling.plan import ProfilePlan
+from nightjar.live.profiling.grid import ProfilePlan
 from nightjar.live.profiling.profiler import _cells_of
 from nightjar.live.profiling.session import decode_cycle, window_count
 from nightjar.profile.check import inversions

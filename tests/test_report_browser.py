@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, load_profile
 from nightjar.report.page import write_report
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import SimConfig, simulate_many
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 from tests.browser import load
 from tests.test_report import twelve
 
@@ -59,7 +59,7 @@ def test_a_simulated_run_renders_too(tmp_path: Path) -> None:
 
 def test_offloading_runs_draw_the_memory_timeline_after_the_decision(tmp_path: Path) -> None:
     # A load that fills the RTX 4090's pool, then leaves it: the controller offloads.
-    from nightjar.trace.model import Trace
+    from nightjar.trace.trace import Trace
 
     trace = Trace.from_segments([(2, 20), (40, 25, 0.5), (1, 25)], seed=4, name="spike")
     runs = simulate_many(

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from nightjar.commands import profile as profile_cmd
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
 from nightjar.roofline.calibration.fits import fit_name, get_fit
+from nightjar.roofline.costs import RooflineParams, build_profile, forward_s, step_overhead_s
 from nightjar.roofline.hardware import GPUS, MODELS, get_gpu, get_model
-from nightjar.roofline.model import RooflineParams, build_profile, forward_s, step_overhead_s
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -1,6 +1,6 @@
 """One run configuration reaches every entry point with one set of defaults.
 
-Each field of :class:`nightjar.config.RunConfig` must be a flag of ``nightjar sim``, a
+Each field of :class:`nightjar.run.config.RunConfig` must be a flag of ``nightjar sim``, a
 parameter of ``nightjar.simulate`` and a key of the sweep grid, all with the field's
 default; ``nightjar validate`` exposes the fields that describe a live run. A setting
 added to RunConfig and forgotten anywhere fails here.
@@ -17,14 +17,14 @@ import pytest
 
 import nightjar.api
 from nightjar.cli import build_parser
-from nightjar.config import (
+from nightjar.errors import NightjarInputError
+from nightjar.run.config import (
     LIVE_GAMMA_MAX,
     LIVE_MAX_NUM_BATCHED_TOKENS,
     LIVE_MAX_NUM_SEQS,
     RunConfig,
     flag_of,
 )
-from nightjar.errors import NightjarInputError
 from nightjar.sweep.spec import AXES, SCALARS
 
 FIELDS = {f.name: f.default for f in dataclasses.fields(RunConfig)}

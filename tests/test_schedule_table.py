@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nightjar.cli import main
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.sim import SimConfig
 from nightjar.sweep.table import (
     TableSearch,
@@ -26,7 +26,7 @@ from nightjar.sweep.table import (
     search_table,
     vllm_table,
 )
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"
 

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile, bundled_profiles
+from nightjar.profile.profile import Profile, bundled_profiles
 from nightjar.schemas import profile_schema, render, schema_text, trace_schema
-from nightjar.trace.model import bundled_traces, materialize
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import bundled_traces, materialize
 from tests.test_fuzz import BASE_PROFILE, FIELDS, JSON, ODD, TRACE_DOC, _has
 
 TRACE = jsonschema.Draft202012Validator(trace_schema())
@@ -37,11 +37,12 @@ def test_the_shipped_schema_is_the_generated_one(kind: str) -> None:
 
 def test_every_bundled_file_is_valid_under_its_schema() -> None:
     for name in bundled_traces():
-        doc = json.loads(resources.files("nightjar.traces").joinpath(f"{name}.json").read_text())
+        bundled = resources.files("nightjar.trace.bundled")
+        doc = json.loads(bundled.joinpath(f"{name}.json").read_text())
         TRACE.validate(doc)
     for name in bundled_profiles():
         path = name.replace("/", "__", 1) + ".json"
-        PROFILE.validate(json.loads(resources.files("nightjar.profiles").joinpath(path)
+        PROFILE.validate(json.loads(resources.files("nightjar.profile.bundled").joinpath(path)
                                     .read_text()))
 
 
@@ -84,7 +85,7 @@ def test_a_profile_nightjar_reads_is_valid_under_the_schema(edits: list[Any]) ->
 @pytest.mark.parametrize("drafter", ["eagle", "eagle3", "ngram", "suffix"])
 def test_a_profile_of_every_drafter_kind_is_valid_under_the_schema(drafter: str) -> None:
     # Issue 23's ``drafter`` key: nightjar reads it, so the schema must allow it.
-    from nightjar.roofline.model import build_profile
+    from nightjar.roofline.costs import build_profile
 
     data = build_profile("h100-80gb", "llama-3.1-8b", None, "test", drafter=drafter)
     assert Profile.from_json(data, "roofline.json").drafter == drafter

@@ -5,7 +5,7 @@ import pytest
 
 from nightjar.core.estimators import expected_tokens
 from nightjar.sim.acceptance import sample_accepted
-from nightjar.sim.config import AcceptanceModel
+from nightjar.sim.knobs import AcceptanceModel
 
 
 @pytest.mark.parametrize("alpha", [0.2, 0.6, 0.9])

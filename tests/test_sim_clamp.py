@@ -5,9 +5,9 @@ controller alike, and every such step is counted in ``context_clamped_steps``.""
 import numpy as np
 import pytest
 
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.sim import SimConfig, simulate
 from nightjar.sim import engine as engine_mod
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

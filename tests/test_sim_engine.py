@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from nightjar.core.records import RunResult
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.results.run_set import ResultSet
 from nightjar.results.write import write_run
 from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
 from nightjar.sim.engine import Engine
-from nightjar.trace.model import Trace, load_trace
+from nightjar.trace.trace import Trace, load_trace
 from tests.compiled import patches_the_simulator
 
 

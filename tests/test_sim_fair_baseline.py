@@ -12,9 +12,9 @@ from nightjar.cli import main
 from nightjar.core.arrivals import ARRIVAL_WINDOW_S, ArrivalRate
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.registry import spec_needs_draft
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.sim import simulate
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 

@@ -11,7 +11,7 @@ import pytest
 
 from nightjar.cli import main
 
-BUNDLED = Path(__file__).parents[1] / "nightjar" / "profiles"
+BUNDLED = Path(__file__).parents[1] / "nightjar" / "profile" / "bundled"
 
 
 def _profile_to(tmp_path: Path, top: int) -> Path:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.results.metrics import summarize
 from nightjar.sim import DraftKVMode, SimConfig, simulate_many
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 GOLDEN = Path(__file__).parent / "golden" / "sim_summary.json"
 CASES = [

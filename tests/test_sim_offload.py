@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from nightjar.core.records import RunResult
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 from nightjar.results.stats import mean_interval
 from nightjar.sim import ReloadMode, SimConfig, simulate
 from nightjar.sim.batch import NEG_LEFT
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
-from nightjar.trace.model import Trace, load_trace
+from nightjar.trace.trace import Trace, load_trace
 from tests.compiled import patches_the_simulator
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"

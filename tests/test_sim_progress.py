@@ -13,11 +13,11 @@ from nightjar.cli import main
 from nightjar.core.policy import PolicyEnv
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import make_policy
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.sim import OnUnfit, SimConfig, SimulationStalled, check_fit, simulate
 from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 from tests.hang import fails_after
 
 

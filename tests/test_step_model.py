@@ -11,10 +11,10 @@ from nightjar.core.ridge import ForgettingRidge
 from nightjar.policies.harness import KneeLatency, run_loop
 from nightjar.policies.registry import make_policy
 from nightjar.policies.step_times import NeutralBasis, ProfileBasis, StepModel
-from nightjar.profile.model import load_profile
 from nightjar.profile.priors import BatchScaledLatency, ScaledLatency, SpecScaledLatency
+from nightjar.profile.profile import load_profile
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 CTX = 512.0

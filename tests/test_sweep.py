@@ -19,7 +19,7 @@ import nightjar
 from nightjar.cli import main
 from nightjar.core.slo import Slo
 from nightjar.results.metrics import Stat, Summary
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ from types import ModuleType
 import pytest
 
 from nightjar import cli
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
+from nightjar.roofline.costs import build_profile
 from nightjar.roofline.hardware import get_gpu, get_model
-from nightjar.roofline.model import build_profile
 from nightjar.roofline.tensor_parallel import ALL_REDUCE_FIT, all_reduce_s, comm_s, shard
 from tests.scripts import load_script
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.plugins.engine import cpu_thread_binding
+from nightjar.live.engine_spec import cpu_thread_binding
 
 
 def test_each_rank_gets_its_own_contiguous_cores() -> None:

@@ -13,7 +13,7 @@ import pytest
 from nightjar.cli import _Parser
 from nightjar.commands import trace as trace_cmd
 from nightjar.errors import NightjarInputError
-from nightjar.trace.model import (
+from nightjar.trace.trace import (
     Trace,
     arrival_rates,
     bundled_traces,

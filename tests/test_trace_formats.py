@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from nightjar.cli import main
-from nightjar.trace.model import bundled_traces, load_trace
 from nightjar.trace.tool_formats import (
     export_vidur_csv,
     import_burstgpt_csv,
     import_vidur_csv,
     import_vllm_jsonl,
 )
+from nightjar.trace.trace import bundled_traces, load_trace
 
 
 def test_vidur_export_then_import_round_trips(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from nightjar.cli import _Parser
 from nightjar.commands import trace as trace_cmd
 from nightjar.errors import NightjarInputError
 from nightjar.trace.importers import estimate_tokens, import_azure_csv, import_sharegpt
-from nightjar.trace.model import interarrival_cv, load_trace
+from nightjar.trace.trace import interarrival_cv, load_trace
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44

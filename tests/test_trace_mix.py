@@ -12,8 +12,8 @@ import pytest
 
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
-from nightjar.trace.model import load_trace
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import load_trace
 
 MIX = {"sharegpt": 3, "longctx": 1}
 

@@ -19,7 +19,6 @@ from nightjar.cli import main
 from nightjar.errors import NightjarInputError
 from nightjar.trace import fast_csv
 from nightjar.trace.importers import _azure_fast, _azure_rows, import_azure_csv
-from nightjar.trace.model import load_trace
 from nightjar.trace.tool_formats import (
     _burstgpt_fast,
     _burstgpt_rows,
@@ -27,6 +26,7 @@ from nightjar.trace.tool_formats import (
     _vidur_rows,
     import_vidur_csv,
 )
+from nightjar.trace.trace import load_trace
 
 pytest.importorskip("pyarrow")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 
 A100 = "a100-80gb/vicuna-13b+vicuna-68m"
 HUGE = 10**23  # beyond int64

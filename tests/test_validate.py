@@ -9,13 +9,13 @@ import pytest
 from nightjar.cli import main
 from nightjar.core.acceptance import alpha_from_ratio
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import DEFAULT_PROFILE, Profile, load_profile
+from nightjar.fidelity.compare import compare_summaries, step_model_error, trace_of
+from nightjar.profile.profile import DEFAULT_PROFILE, Profile, load_profile
 from nightjar.report.folder import write_all
 from nightjar.results.read import load_run
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import SimConfig, simulate
-from nightjar.trace.model import load_trace
-from nightjar.validate import compare_summaries, step_model_error, trace_of
+from nightjar.trace.trace import load_trace
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_agreement_ranks_policies_and_catches_a_swap(tmp_path: Path) -> None:
-    from nightjar.validate import agreement
+    from nightjar.fidelity.compare import agreement
 
     trace, profile = load_trace("steady_low"), load_profile(DEFAULT_PROFILE)
     nospec = simulate(trace, profile, "nospec")
@@ -142,7 +142,7 @@ def test_short_contexts_under_a_128_grid_are_priced_at_its_edge(
 
 
 def test_agreement_over_repeats_averages_and_names_unresolved_pairs() -> None:
-    from nightjar.validate import agreement
+    from nightjar.fidelity.compare import agreement
 
     trace, profile = load_trace("steady_low"), load_profile(DEFAULT_PROFILE)
     nospec = [simulate(trace, profile, "nospec", SimConfig(seed=s)) for s in (1, 2)]

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.results.run_set import ResultSet
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate_many
 from nightjar.sim.bound import MAX_STRETCH, Trajectory, bound_ptl_s
 from nightjar.sim.yardstick import rebuild_rate_s
-from nightjar.trace.model import load_trace
+from nightjar.trace.trace import load_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 POLICIES = ["nospec", "fixed:1", "fixed:3", "nightjar", "nightjar+", "dsd", "tetris", "oracle"]

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 from nightjar.sim import DraftKVMode, SchedulerMode, SimConfig, simulate
 from nightjar.sim import yardstick as ys
 from nightjar.sim.bound import MAX_STRETCH
-from nightjar.sim.config import AcceptanceModel
-from nightjar.trace.model import Trace, load_trace, materialize
+from nightjar.sim.knobs import AcceptanceModel
 from nightjar.trace.schema import parse_trace_json
+from nightjar.trace.trace import Trace, load_trace, materialize
 from tests.compiled import patches_the_simulator
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
-from nightjar.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_BATCHED_TOKENS, LIVE_MAX_NUM_SEQS
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
+from nightjar.run.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_BATCHED_TOKENS, LIVE_MAX_NUM_SEQS
 
 # The five policies the agreement goal is judged on.
 BENCH_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar-code", "nightjar+")
@@ -79,7 +79,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _plan(args: argparse.Namespace) -> Any:
-    from nightjar.live.bench.plan import BenchPlan
+    from nightjar.live.bench.rotation import BenchPlan
     from nightjar.policies.registry import expand_specs
 
     specs = expand_specs(args.policies or list(BENCH_POLICIES))
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
     from nightjar.live.version import check_vllm_version
     from nightjar.results.write import prepare_out_dir
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     slo = slo_from_args(args)
     _check(args)
@@ -192,7 +192,7 @@ def _bench(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: A
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.bench.runner import pin
         from nightjar.live.binding import apply_binding
-        from nightjar.live.plugins.engine import prepare_env
+        from nightjar.live.engine_spec import prepare_env
 
         prepare_env()
         pin(cores)
@@ -215,7 +215,7 @@ def _expected_run_s(trace: Any, args: argparse.Namespace, profile: str | None
     if profile is None:
         return fallback
     try:
-        from nightjar.profile.model import load_profile
+        from nightjar.profile.profile import load_profile
         from nightjar.sim import SimConfig, simulate
 
         prof = load_profile(profile)
@@ -236,7 +236,7 @@ def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace:
              target: str, draft: str | None, vocab: int, settings: Any, out: Path,
              console: Any) -> Any:
     from nightjar.live.bench.runner import BenchSetup, engine_specs, run_bench
-    from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.live.engine_spec import EngineSpec
     from nightjar.live.replay import ReplayOptions
     from nightjar.report.progress import LazyProgress
 

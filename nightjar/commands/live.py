@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
-from nightjar.config import (
+from nightjar.core.defaults import DEFAULT_OFFLOAD, OFFLOAD_MODES
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.core.drafter import DRAFTERS
+from nightjar.errors import NightjarInputError
+from nightjar.run.config import (
     LIVE_GAMMA_MAX,
     LIVE_MAX_MODEL_LEN,
     LIVE_MAX_NUM_BATCHED_TOKENS,
     LIVE_MAX_NUM_SEQS,
     LIVE_POLICIES,
 )
-from nightjar.core.defaults import DEFAULT_OFFLOAD, OFFLOAD_MODES
-from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
-from nightjar.core.drafter import DRAFTERS
-from nightjar.errors import NightjarInputError
 
 # Policies whose decisions vLLM cannot carry out, with the reason.
 UNSUPPORTED = {
@@ -311,8 +311,8 @@ def roofline_prior(gpu: str, target: str, draft: str | None, method: str = "draf
     import json
     import tempfile
 
+    from nightjar.roofline.costs import build_profile
     from nightjar.roofline.hardware import get_gpu
-    from nightjar.roofline.model import build_profile
     from nightjar.roofline.model_config import load_model_config
 
     own_model = method == "draft_model"
@@ -438,7 +438,7 @@ class _Engine:
 def _engine_spec(args: argparse.Namespace, engine: _Engine, settings: Any) -> Any:
     """The engine the flags describe; a policy that never speculates (``nospec``,
     see ``spec_needs_draft``) runs without a drafter."""
-    from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.live.engine_spec import EngineSpec
     from nightjar.policies.registry import spec_needs_draft
 
     speculate = spec_needs_draft(settings.policy)
@@ -670,7 +670,7 @@ def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: lis
     from nightjar.results.outdir import default_out_dir
     from nightjar.results.run_set import ResultSet
     from nightjar.results.write import prepare_out_dir
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     trace = load_trace(args.trace).rate_scaled(args.rate_scale)
     if args.max_requests is not None:
@@ -683,7 +683,7 @@ def _replay_all(args: argparse.Namespace, engine: _Engine, base: Any, specs: lis
     out = args.out or default_out_dir(f"live-{trace.name}")
     prepare_out_dir(out, args.force, replace=args.force)
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
-        from nightjar.live.plugins.engine import prepare_env
+        from nightjar.live.engine_spec import prepare_env
 
         prepare_env()
         from nightjar.live.replay import ReplayOptions, replay

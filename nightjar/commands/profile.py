@@ -207,9 +207,9 @@ def _command(args: argparse.Namespace) -> str:
 def _roofline(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
     from nightjar.results.outdir import check_out_file, write_out_file
-    from nightjar.roofline.model import (
+    from nightjar.roofline.costs import (
         VERIFY_ATTENTION,
         Deployment,
         RooflineParams,
@@ -318,7 +318,7 @@ def _list() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from nightjar.profile.model import bundled_profiles
+    from nightjar.profile.profile import bundled_profiles
     from nightjar.roofline.hardware import GPUS, MODELS
 
     console = Console()
@@ -360,7 +360,7 @@ def _show(name: str, context: float) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
 
     p = load_profile(name)
     if not p.min_context_len <= context <= p.max_context_len:

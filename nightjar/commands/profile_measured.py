@@ -96,7 +96,7 @@ def _base_profile(path: str | None) -> dict[str, Any] | None:
     """The profile ``--add-mixed-to`` tops up, checked before any engine starts."""
     if path is None:
         return None
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
 
     if not Path(path).is_file():
         raise NightjarInputError(f"--add-mixed-to {path}: no such profile file")
@@ -181,7 +181,7 @@ def _drafter(
 def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, max_position, read_config, resolve_model
     from nightjar.live.version import check_vllm_version
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
     from nightjar.results.outdir import check_out_file, write_out_file
 
     out = Path(args.out) if args.out else None
@@ -205,7 +205,7 @@ def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live import logs
 
     with logs.configured(out.parent / f"{out.stem}.vllm.log", args.verbose) as log_file:
-        from nightjar.live.plugins.engine import prepare_env
+        from nightjar.live.engine_spec import prepare_env
 
         prepare_env()
         from nightjar.live.profiling.profiler import ProfilePlan, measure_mixed, measure_profile

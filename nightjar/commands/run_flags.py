@@ -1,4 +1,4 @@
-"""Command-line flags for the fields of :class:`nightjar.config.RunConfig`, and back.
+"""Command-line flags for the fields of :class:`nightjar.run.config.RunConfig`, and back.
 
 ``nightjar sim`` takes every field, ``nightjar validate`` the ones that describe the
 live run it replays (with the live engine's defaults); both are made here from the
@@ -13,11 +13,11 @@ import typing
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from nightjar.config import CHOICES, RunConfig, flag_of
 from nightjar.core.defaults import gamma_max_within
+from nightjar.run.config import CHOICES, RunConfig, flag_of
 
 if typing.TYPE_CHECKING:
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _TYPES = typing.get_type_hints(RunConfig)

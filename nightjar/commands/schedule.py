@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.commands.run_flags import add_run_flags, run_config, within_profile
-from nightjar.config import flag_of
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import DEFAULT_PROFILE
+from nightjar.profile.profile import DEFAULT_PROFILE
+from nightjar.run.config import flag_of
 
 # The simulator settings that shape the load the table is tuned for.
 FIELDS = ("seed", "gamma_max", "draft_kv", "offload", "engine", "acceptance", "max_num_seqs",
@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
     from nightjar.sweep.table import METRICS, TableSearch, compare, search_table, vllm_table
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     if args.seeds < 1:
         raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")

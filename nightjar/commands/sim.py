@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from nightjar.commands.run_flags import add_run_flags, run_config, within_profile
-from nightjar.config import RunConfig, flag_of
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import DEFAULT_PROFILE
+from nightjar.profile.profile import DEFAULT_PROFILE
+from nightjar.run.config import RunConfig, flag_of
 from nightjar.trace.schema import MAX_SEED
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
     from nightjar.sim import SimConfig
     from nightjar.sim.servable import Fit, OnUnfit
-    from nightjar.trace.model import Trace
+    from nightjar.trace.trace import Trace
 
 # More repeats than this is a typo: each seed reruns every policy.
 MAX_SEEDS = 10_000
@@ -84,9 +84,9 @@ class _Plan:
 
 def _plan(args: argparse.Namespace) -> _Plan:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
     from nightjar.sim import OnUnfit, check_policies, servable
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise NightjarInputError(f"--seeds must be in 1..{MAX_SEEDS}, got {args.seeds}")
@@ -168,7 +168,7 @@ def _many_seeds(
         verdicts,
         write_seed_files,
     )
-    from nightjar.trace.model import load_trace
+    from nightjar.trace.trace import load_trace
 
     rows = []
     alts = []

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nightjar.config import RunConfig
 from nightjar.errors import NightjarInputError
+from nightjar.run.config import RunConfig
 
-_D = RunConfig()  # the defaults every entry point shares (nightjar.config)
+_D = RunConfig()  # the defaults every entry point shares (nightjar.run.config)
 
 
 def add_parser(sub: Any) -> None:

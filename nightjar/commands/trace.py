@@ -12,14 +12,14 @@ import numpy as np
 from nightjar.commands.trace_files import check_format, write_json, write_trace
 from nightjar.errors import NightjarInputError
 from nightjar.trace.importers import import_azure_csv, import_sharegpt, local_tokenizer_counter
-from nightjar.trace.model import (
+from nightjar.trace.schema import FORMAT_VERSION, parse_trace_json
+from nightjar.trace.trace import (
     Trace,
     arrival_rates,
     interarrival_cv,
     load_trace,
     materialize,
 )
-from nightjar.trace.schema import FORMAT_VERSION, parse_trace_json
 
 
 def add_parser(sub: Any) -> None:

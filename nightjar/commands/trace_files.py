@@ -14,7 +14,7 @@ from typing import Any
 
 from nightjar.errors import NightjarInputError
 from nightjar.results.outdir import TMP_TAG, write_out_file
-from nightjar.trace.model import Trace, trace_to_json
+from nightjar.trace.trace import Trace, trace_to_json
 
 
 def dumps_trace(obj: dict[str, Any]) -> str:

@@ -95,7 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from nightjar.trace.model import bundled_traces, load_trace
+    from nightjar.trace.trace import bundled_traces, load_trace
 
     table = Table(title="bundled traces (nightjar sim --trace NAME)")
     for col in ("name", "requests", "span s", "mean req/s", "description"):
@@ -120,8 +120,8 @@ def run_schema(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from nightjar.commands.trace_files import check_format, write_trace
     from nightjar.results.outdir import check_out_file, write_out_file
-    from nightjar.trace.model import load_trace
     from nightjar.trace.tool_formats import vidur_csv
+    from nightjar.trace.trace import load_trace
 
     if args.format != "vidur":
         check_format(args.format)

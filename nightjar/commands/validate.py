@@ -19,13 +19,13 @@ from nightjar.commands.validate_common import (
     run_bindings,
     table,
 )
-from nightjar.config import (
+from nightjar.errors import NightjarInputError
+from nightjar.run.config import (
     LIVE_GAMMA_MAX,
     LIVE_MAX_NUM_BATCHED_TOKENS,
     LIVE_MAX_NUM_SEQS,
     flag_of,
 )
-from nightjar.errors import NightjarInputError
 
 LIVE_DEFAULTS = {"gamma_max": LIVE_GAMMA_MAX, "max_num_seqs": LIVE_MAX_NUM_SEQS,
                  "max_num_batched_tokens": LIVE_MAX_NUM_BATCHED_TOKENS}
@@ -59,18 +59,18 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nightjar.profile.model import load_profile
-    from nightjar.results.bench import is_bench
-    from nightjar.results.outdir import check_out_dir, staged_out_dir
-    from nightjar.results.read import load_runs
-    from nightjar.sim import servable, simulate
-    from nightjar.validate import (
+    from nightjar.fidelity.compare import (
         agreement,
         compare_summaries,
         step_model_error,
         step_replay,
         trace_of,
     )
+    from nightjar.profile.profile import load_profile
+    from nightjar.results.bench import is_bench
+    from nightjar.results.outdir import check_out_dir, staged_out_dir
+    from nightjar.results.read import load_runs
+    from nightjar.sim import servable, simulate
 
     if any(is_bench(folder) for folder in args.live_run):
         from nightjar.commands.validate_bench import run_bench_validation

@@ -2,14 +2,14 @@
 
 Every run of a ``nightjar bench live`` folder is replayed in the simulator with the
 benchmark's own engine settings (gamma_max, draft-KV mode, batch cap, seed) and
-judged pair by pair (:mod:`nightjar.agreement`): which pairs the engine separated and
+judged pair by pair (:mod:`nightjar.fidelity.agreement`): which pairs the engine separated and
 whether the simulator orders each the same way, the per-metric errors with their
 intervals, the noise floor, and every live step priced by the simulator per kind.
 
 ``--time-base round`` prices each run at its machine's speed: a shared host drifted
 ~1.5x between a profile and the benchmark after it (reports/simulator), more than any
 term the profile models. Each round's reference runs (the noise floor's twins: one
-policy run twice) give the round's time base (:func:`nightjar.validate.time_base`), and
+policy run twice) give the round's time base (:func:`nightjar.fidelity.compare.time_base`), and
 every run of the round is simulated and replayed on the profile scaled by it; a twin
 by the other twin's, so that no run is priced from its own steps.
 """
@@ -26,27 +26,27 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from rich.console import Console
 
-from nightjar.config import flag_of
 from nightjar.errors import NightjarInputError
+from nightjar.run.config import flag_of
 
 if TYPE_CHECKING:
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
     from nightjar.results.bench import RoundRun
 
 
 def run_bench_validation(args: argparse.Namespace) -> int:
-    from nightjar.agreement import JUDGED, bench_agreement
     from nightjar.checks import integer, text
     from nightjar.commands.run_flags import run_config
     from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding, live_offload
     from nightjar.commands.validate_common import table as _table
+    from nightjar.fidelity.agreement import JUDGED, bench_agreement
+    from nightjar.fidelity.compare import step_replay, trace_of
     from nightjar.live.binding import binding_from_json
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
     from nightjar.results.bench import BENCH_FILE, read_bench
     from nightjar.results.metrics import summarize
     from nightjar.results.outdir import check_out_dir, staged_out_dir
     from nightjar.sim import servable, simulate
-    from nightjar.validate import step_replay, trace_of
 
     if len(args.live_run) != 1:
         raise NightjarInputError("give one benchmark folder per `nightjar validate` (one trace)")
@@ -133,8 +133,8 @@ def _time_bases(runs: Sequence[RoundRun], profile: Profile, sync: bool
                 ) -> dict[tuple[int, str], float]:
     """(round, label) -> the factor the run is priced at: the mean time base of its
     round's reference runs (the noise twins), the other twin's for a twin."""
+    from nightjar.fidelity.compare import priced_steps, time_base
     from nightjar.results.bench import labels_of, noise_pair
-    from nightjar.validate import priced_steps, time_base
 
     pair = noise_pair(labels_of(runs))
     if pair is None:

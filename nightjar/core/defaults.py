@@ -1,7 +1,7 @@
 """Defaults of the settings both engines have, in one place.
 
-The simulator (``nightjar.config.RunConfig``) and the live engine
-(``nightjar.live.plugins.engine.EngineSpec``, ``nightjar live``) read these; vLLM
+The simulator (``nightjar.run.config.RunConfig``) and the live engine
+(``nightjar.live.engine_spec.EngineSpec``, ``nightjar live``) read these; vLLM
 spells the last two the same way (``--max-num-seqs``, ``--max-num-batched-tokens``),
 and these are vLLM's own serving defaults. ``DEFAULT_GAMMA_MAX`` is the longest
 speculation every bundled profile's table reaches.

@@ -126,7 +126,7 @@ class StepOutcome:
 
 
 class LatencyModel(Protocol):
-    """Predicted decode step time; a :class:`nightjar.profile.model.Profile` is one.
+    """Predicted decode step time; a :class:`nightjar.profile.profile.Profile` is one.
 
     Policies that plan with the hardware's latency (``dsd``, ``oracle``, priors)
     depend only on this, not on the profile's file format.

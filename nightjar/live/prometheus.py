@@ -10,7 +10,7 @@ multiprocess registry and these series are not exported.
 
 It also makes the server start and stop cleanly: the vLLM flags are parsed and
 checked before any engine starts, and a flag vLLM refuses, or an engine that cannot
-start (the scheduler's one-line cause, :mod:`nightjar.live.plugins.startup`), ends
+start (the scheduler's one-line cause, :mod:`nightjar.live.startup`), ends
 the process with one line on stderr and exit code 2; and the engine core gets
 ``SHUTDOWN_GRACE_S`` to exit at shutdown (vLLM's API server gives it 0 s and kills
 it, leaking its shared-memory queues).
@@ -29,8 +29,8 @@ from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFam
 from prometheus_client.registry import Collector
 
 from nightjar.core.memory import DraftState
-from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S
-from nightjar.live.plugins.startup import startup_cause
+from nightjar.live.engine_spec import SHUTDOWN_GRACE_S
+from nightjar.live.startup import startup_cause
 from nightjar.live.state import read_state
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"

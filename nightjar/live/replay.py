@@ -6,7 +6,7 @@ the trace's output length, so every policy does the same work. Prompts are the t
 text where it has them, else deterministic pseudo-random token ids of the given
 length. The result is a :class:`nightjar.core.records.RunResult` with the same columns
 as the simulator's; step rows come from the scheduler's step log.
-Call :func:`nightjar.live.plugins.engine.prepare_env` before importing this module.
+Call :func:`nightjar.live.engine_spec.prepare_env` before importing this module.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import numpy as np
 from nightjar.core.records import RequestRecord, RunResult
 from nightjar.errors import NightjarInputError
 from nightjar.live.binding import current_binding
-from nightjar.live.plugins.engine import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
-from nightjar.live.plugins.optout import NO_SPEC_KEY
-from nightjar.live.plugins.runs import RunStart
-from nightjar.live.plugins.startup import startup_cause
+from nightjar.live.engine_spec import SHUTDOWN_GRACE_S, EngineSpec, engine_kwargs
+from nightjar.live.optout import NO_SPEC_KEY
+from nightjar.live.run_switch import RunStart
+from nightjar.live.startup import startup_cause
 from nightjar.live.steplog import LogContents, read_log
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +185,7 @@ async def serve_trace(
     run: RunStart | None = None,
 ) -> tuple[RunResult, list[list[int]]]:
     """Replay ``trace`` on a started engine; ``run``: the run its first request opens
-    (a policy switch on an engine shared by several runs, :mod:`nightjar.live.plugins.runs`),
+    (a policy switch on an engine shared by several runs, :mod:`nightjar.live.run_switch`),
     whose step log then holds this replay's steps."""
     prompts, clipped = _prompts(trace, spec, opts)
     n = len(trace)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nightjar.live.plugins.engine import EngineSpec, engine_kwargs, prepare_env
+from nightjar.live.engine_spec import EngineSpec, engine_kwargs, prepare_env
 from nightjar.live.supervise import run_supervised
 
 # nightjar.live.prometheus reads the scheduler's start-up error file from here (it

@@ -75,7 +75,7 @@ class LiveSettings:
     # times a second; ``--serve`` exports it as Prometheus metrics.
     state_file: str | None = None
     # Where the scheduler writes a one-line start-up failure before its process
-    # exits with code 2 (nightjar.live.plugins.startup); the caller reports it.
+    # exits with code 2 (nightjar.live.startup); the caller reports it.
     error_file: str | None = None
     # Test hook: forced residency actions at given step indices ({step: "offload" |
     # "reload"}), bypassing the controller, to exercise offload/reload cycles.
@@ -84,7 +84,7 @@ class LiveSettings:
     # action per step, the earliest due first): cycles that land in the same phase
     # of a load test however many steps a loaded machine needs.
     forced_residency_ms: dict[int, str] = field(default_factory=dict)
-    # Honour the run switch a request may carry (nightjar.live.plugins.runs): one engine
+    # Honour the run switch a request may carry (nightjar.live.run_switch): one engine
     # start serves several runs (the live benchmark, the profiler). Never with
     # ``--serve``: there the request's extra arguments come from clients.
     switch_runs: bool = False

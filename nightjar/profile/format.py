@@ -1,7 +1,7 @@
 """Validation of the profile JSON format (docs/profiles.md), one field at a time.
 
 Every problem raises NightjarInputError naming the file and the field, on one line.
-The result is plain typed data; nightjar.profile.model builds the lookup tables from it.
+The result is plain typed data; nightjar.profile.profile builds the lookup tables from it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
 
 # Tokens of draft KV a reload is expected to rebuild, for the reload-cost estimate: a
 # few requests' worth of context, the order of what a batch holds when load drops.

@@ -117,7 +117,7 @@ def parse_prior(spec: str, exact: LatencyModel) -> LatencyModel | None:
                 f"--prior {spec!r}: batch-scale takes two factors, SMALL,LARGE (e.g. 1.3,0.8)"
             )
         return BatchScaledLatency(exact, _factor(spec, parts[0]), _factor(spec, parts[1]))
-    from nightjar.profile.model import bundled_profiles, load_profile
+    from nightjar.profile.profile import bundled_profiles, load_profile
 
     if spec in bundled_profiles() or spec.endswith(".json"):
         return load_profile(spec)

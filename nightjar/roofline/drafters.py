@@ -4,7 +4,7 @@ A drafter is priced by three functions, whatever its kind (``DraftCost``): the
 gamma proposal passes of one decode step, the one pass vLLM runs at K = 0 to keep a
 drafter's KV in sync (``draft_forward``), and its pass over prompt tokens
 (``prefill``). For a draft model those are the roofline's own forwards of the draft
-(``nightjar.roofline.model``). For the others:
+(``nightjar.roofline.costs``). For the others:
 
 - **EAGLE-3 head** (vLLM ``llama_eagle3.py``): one decoder layer at the target's
   shape whose q/k/v read ``[embeds, hidden]`` (2 x hidden wide), ``fc`` folding three

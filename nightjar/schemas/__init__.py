@@ -114,7 +114,7 @@ def profile_schema() -> dict[str, Any]:
         SOURCES,
         WAKE_COLUMNS,
     )
-    from nightjar.profile.model import FORMAT_VERSION
+    from nightjar.profile.profile import FORMAT_VERSION
 
     ms = {"type": "number", "minimum": 0, "maximum": MAX_MS}
     column = {

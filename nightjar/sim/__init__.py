@@ -2,8 +2,8 @@
 
 Installed as ``nightjar.sim``. Usage::
 
-    from nightjar.profile.model import load_profile
-    from nightjar.trace.model import load_trace
+    from nightjar.profile.profile import load_profile
+    from nightjar.trace.trace import load_trace
     from nightjar.sim import SimConfig, simulate, simulate_many
 
     trace = load_trace("burst")
@@ -17,14 +17,14 @@ is compiled (:data:`COMPILED`) or not.
 """
 
 from nightjar.sim import engine as _engine
-from nightjar.sim.config import (
+from nightjar.sim.engine import SimulationStalled
+from nightjar.sim.knobs import (
     AcceptanceModel,
     DraftKVMode,
     ReloadMode,
     SchedulerMode,
     SimConfig,
 )
-from nightjar.sim.engine import SimulationStalled
 from nightjar.sim.runner import (
     check_policies,
     request_acceptance,

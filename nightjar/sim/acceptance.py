@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nightjar.sim.config import AcceptanceModel
+from nightjar.sim.knobs import AcceptanceModel
 
 MAX_ALPHA = 0.999  # keeps log(alpha) finite; a perfect draft is not physical anyway
 MIN_ALPHA = 1e-9

@@ -24,9 +24,9 @@ from typing import Any
 import simpy
 
 from nightjar.core.memory import Action, DraftState, MemoryController
-from nightjar.profile.model import Profile
 from nightjar.profile.prefill import reload_cost_s
-from nightjar.sim.config import ReloadMode, SimConfig
+from nightjar.profile.profile import Profile
+from nightjar.sim.knobs import ReloadMode, SimConfig
 from nightjar.sim.kv import BlockPool
 
 # A drain that has not finished in this long preempts for the rest: the paper's

@@ -29,7 +29,7 @@ from nightjar.core.records import StepRecord
 from nightjar.core.types import Decision, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import spec_needs_draft
-from nightjar.profile.model import Profile
+from nightjar.profile.profile import Profile
 from nightjar.sim.acceptance import MAX_ALPHA, MIN_ALPHA, sample_accepted
 from nightjar.sim.batch import (
     ACCEPTED,
@@ -42,8 +42,8 @@ from nightjar.sim.batch import (
     TODO,
     RunningBatch,
 )
-from nightjar.sim.config import AcceptanceModel, DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
+from nightjar.sim.knobs import AcceptanceModel, DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft

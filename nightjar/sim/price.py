@@ -24,7 +24,7 @@ in all) and ``prefill_tokens`` prompt tokens in one forward:
   measurement of the other tables sees.
 
 Lookups outside a table are priced at its edge, or past its largest batch along its last
-segment (:mod:`nightjar.profile.model`); ``off_grid`` says so, for the count.
+segment (:mod:`nightjar.profile.profile`); ``off_grid`` says so, for the count.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nightjar.profile.model import Profile
 from nightjar.profile.prefill import chunked_prefill_s
+from nightjar.profile.profile import Profile
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,13 +18,13 @@ from nightjar.core.records import RunResult
 from nightjar.core.variant import split_variant
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import make_policy
-from nightjar.profile.model import Profile
 from nightjar.profile.priors import gives_acceptance, parse_prior
-from nightjar.sim.config import DraftKVMode, SimConfig
+from nightjar.profile.profile import Profile
 from nightjar.sim.engine import Engine
+from nightjar.sim.knobs import DraftKVMode, SimConfig
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.servable import Fit, OnUnfit, fit_or_refuse
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 from nightjar.trace.workloads import get_workload
 
 Progress = Callable[[float], None]
@@ -151,7 +151,7 @@ def simulate(
     ``config.max_model_len``) is one that can never run.
     """
     # A batch past the profile's largest is priced along its last segment
-    # (nightjar.profile.model), so the engine keeps its own batch cap, as live.
+    # (nightjar.profile.profile), so the engine keeps its own batch cap, as live.
     cfg = with_variant(config or SimConfig(), policy, profile)
     fit = fit_or_refuse(trace, profile, cfg, on_unfit)
     if alpha is None:

@@ -30,9 +30,9 @@ from enum import StrEnum
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile
-from nightjar.sim.config import SimConfig
-from nightjar.trace.model import Trace
+from nightjar.profile.profile import Profile
+from nightjar.sim.knobs import SimConfig
+from nightjar.trace.trace import Trace
 
 
 class OnUnfit(StrEnum):

@@ -53,7 +53,7 @@ import math
 
 import numpy as np
 
-from nightjar.profile.model import Profile
+from nightjar.profile.profile import Profile
 from nightjar.sim import bound
 from nightjar.sim.bound import MAX_STRETCH, Program, per_token_prices
 from nightjar.sim.chunk import Chunk

@@ -27,7 +27,7 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nightjar.config import RunConfig
+    from nightjar.run.config import RunConfig
 
 # Part of every cell's identity: a new release may give new numbers.
 _VERSION = version("nightjar")
@@ -63,7 +63,7 @@ class Cell:
         """The cell's settings as the run configuration every entry point shares
         (checked: a cell's own bad value is a one-line error naming the flag, which a
         sweep spells as ``nightjar sim`` does)."""
-        from nightjar.config import RunConfig, flag_of
+        from nightjar.run.config import RunConfig, flag_of
 
         return RunConfig.build({
             "policies": (self.policy,), "seed": self.seed, "rate_scale": self.rate_scale,
@@ -100,8 +100,8 @@ class CellTask:
 
 
 def _trace(text: str, label: str, seed_offset: int) -> Any:
-    from nightjar.trace.model import materialize
     from nightjar.trace.schema import parse_trace_json
+    from nightjar.trace.trace import materialize
 
     cache_key = ("trace", digest(text), seed_offset)
     if cache_key not in _CACHE:
@@ -111,7 +111,7 @@ def _trace(text: str, label: str, seed_offset: int) -> Any:
 
 
 def _profile(text: str, label: str) -> Any:
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
 
     cache_key = ("profile", digest(text), 0)
     if cache_key not in _CACHE:

@@ -52,8 +52,8 @@ def _trace_text(name: str) -> str:
     take JSON text: a parquet trace ships as the explicit form of the same requests."""
     from nightjar.reading import loads_json
     from nightjar.trace.columnar import is_parquet
-    from nightjar.trace.model import load_trace, materialize, read_trace_source, trace_to_json
     from nightjar.trace.schema import parse_trace_json
+    from nightjar.trace.trace import load_trace, materialize, read_trace_source, trace_to_json
 
     if is_parquet(Path(name)):
         return json.dumps(trace_to_json(load_trace(name)))
@@ -124,7 +124,7 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
 def plan(spec: SweepSpec) -> list[CellTask]:
     """Every cell of the grid with its key and input texts (validating all inputs)."""
     from nightjar.policies.registry import expand_specs
-    from nightjar.profile.model import load_profile
+    from nightjar.profile.profile import load_profile
     from nightjar.sweep.spec import with_axis
 
     spec = with_axis(spec, "policy", expand_specs(list(spec.axes["policy"])))

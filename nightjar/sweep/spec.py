@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nightjar.config import CHOICES as RUN_CHOICES
-from nightjar.config import RunConfig, offload_mode
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import DEFAULT_PROFILE
+from nightjar.profile.profile import DEFAULT_PROFILE
 from nightjar.reading import as_path, loads_toml, read_text
+from nightjar.run.config import CHOICES as RUN_CHOICES
+from nightjar.run.config import RunConfig, offload_mode
 from nightjar.sweep.cell import Cell
 
-_D = RunConfig()  # the defaults every entry point shares (nightjar.config)
+_D = RunConfig()  # the defaults every entry point shares (nightjar.run.config)
 CHOICES = {name: choices for name, choices in RUN_CHOICES.items() if name != "on_unfit"}
 # Axis name -> (element type, default values). The order is the grid's nesting order
 # (the last axis varies fastest), which is also the row order of the table.

@@ -32,9 +32,9 @@ from nightjar.errors import NightjarInputError
 from nightjar.results.stats import Interval, mean_interval
 
 if TYPE_CHECKING:  # the simulator (simpy) loads when a search runs, not for --help
-    from nightjar.profile.model import Profile
+    from nightjar.profile.profile import Profile
     from nightjar.sim import SimConfig
-    from nightjar.trace.model import Trace
+    from nightjar.trace.trace import Trace
 
 # metric -> (Summary reader, True when larger is better, label)
 METRICS: dict[str, tuple[Callable[..., float], bool, str]] = {

@@ -28,7 +28,7 @@ MAGIC = b"PAR1"
 META_KEY = b"nightjar"
 
 if TYPE_CHECKING:  # model.load_trace reads through this module, so no import back
-    from nightjar.trace.model import Trace
+    from nightjar.trace.trace import Trace
 REQUIRED = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL = ("workload", "acceptance", "prompt", "speculate")
 
@@ -109,7 +109,7 @@ def _numeric(table: Any, name: str, source: str, integer: bool) -> np.ndarray:
 
 
 def read_trace_parquet(path: str | Path, seed: int | None = None) -> dict[str, Any]:
-    """A parquet trace's :class:`~nightjar.trace.model.Trace` fields, checked column by
+    """A parquet trace's :class:`~nightjar.trace.trace.Trace` fields, checked column by
     column (``seed`` overrides the recorded one)."""
     pa = require_pyarrow()
     path = Path(path)

@@ -22,8 +22,8 @@ from nightjar.errors import NightjarInputError
 from nightjar.reading import check_regular, clean_text, loads_json, read_text
 from nightjar.trace.csv_rows import csv_rows
 from nightjar.trace.fast_csv import SlowPath, Window, chunks, counts, seconds
-from nightjar.trace.model import Prompt, Trace
 from nightjar.trace.schema import MIN_BURSTINESS, check_arrival, check_seed
+from nightjar.trace.trace import Prompt, Trace
 from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

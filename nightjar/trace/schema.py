@@ -1,6 +1,6 @@
 """Validation of trace JSON into typed specs; every error is one line naming the field.
 
-Kept apart from :mod:`nightjar.trace.model` so that the format's rules (which keys, which
+Kept apart from :mod:`nightjar.trace.trace` so that the format's rules (which keys, which
 ranges) live in one place; ``trace.py`` only materializes validated specs.
 """
 

@@ -36,7 +36,7 @@ from nightjar.trace.importers import (
     estimate_tokens,
     renewal_arrivals,
 )
-from nightjar.trace.model import Prompt, Trace
+from nightjar.trace.trace import Prompt, Trace
 from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")

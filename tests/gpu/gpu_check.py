@@ -53,7 +53,7 @@ def _need_vllm() -> None:
 
 
 def _engine(spec: Any) -> contextlib.AbstractContextManager[Any]:
-    from nightjar.live.plugins.engine import open_llm
+    from nightjar.live.engine_spec import open_llm
 
     return cast("contextlib.AbstractContextManager[Any]", open_llm(spec))
 
@@ -87,7 +87,7 @@ class Checks:
     def reference(self, name: str, prompts: list[list[int]], max_tokens: list[int]) -> Any:
         """vLLM without speculation on the same prompts (the lossless yardstick)."""
         if name not in self._reference:
-            from nightjar.live.plugins.engine import EngineSpec
+            from nightjar.live.engine_spec import EngineSpec
             from nightjar.live.settings import LiveSettings
 
             spec = EngineSpec(
@@ -102,7 +102,7 @@ class Checks:
 
     def _lossless(self, name: str, settings: Any, async_scheduling: bool, n: int) -> str:
         _need_vllm()
-        from nightjar.live.plugins.engine import EngineSpec
+        from nightjar.live.engine_spec import EngineSpec
         from nightjar.live.steplog import read_log
 
         prompts, max_tokens = _workload(n, 7, 2048)
@@ -468,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu-check: FAIL no CUDA device visible to torch; these checks need an NVIDIA GPU")
         return NO_GPU_EXIT
-    from nightjar.live.plugins.engine import prepare_env
+    from nightjar.live.engine_spec import prepare_env
 
     prepare_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")

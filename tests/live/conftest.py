@@ -70,14 +70,14 @@ def tiny_weak(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def make_llm() -> Callable[..., Any]:
     """``with make_llm(EngineSpec(...)) as llm:`` starts an engine and shuts it down."""
     _preload_iomp()
-    from nightjar.live.plugins.engine import prepare_env
+    from nightjar.live.engine_spec import prepare_env
 
     prepare_env()
     # Every engine the tests start computes on all the cores this process may use
     # (nightjar.live.binding, applied by engine_kwargs), unless the user exported
     # VLLM_CPU_OMP_THREADS_BIND: vLLM's own "auto" would leave one of two cores idle.
 
-    from nightjar.live.plugins.engine import open_llm
+    from nightjar.live.engine_spec import open_llm
 
     return open_llm
 

@@ -22,7 +22,7 @@ def test_the_priced_batch_is_the_scheduled_batch(
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.live.engine_spec import EngineSpec
     from nightjar.live.profiling.session import in_process_engine
     from nightjar.live.settings import LiveSettings
 

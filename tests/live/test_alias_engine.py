@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nightjar.live.plugins.engine import EngineSpec
+from nightjar.live.engine_spec import EngineSpec
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from nightjar.live.plugins.engine import EngineSpec
+from nightjar.live.engine_spec import EngineSpec
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 

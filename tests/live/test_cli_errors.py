@@ -238,7 +238,7 @@ def test_synthetic_prompt_ids_come_from_the_targets_vocabulary(tmp_path: Path) -
     # Issue 24: the replay drew ids from a fixed 32000 whatever the target's vocabulary.
     import numpy as np
 
-    from nightjar.live.plugins.engine import EngineSpec
+    from nightjar.live.engine_spec import EngineSpec
     from nightjar.live.replay import ReplayOptions, prompt_vocab, synthetic_prompt
     from nightjar.live.settings import LiveSettings
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nightjar.live.plugins.engine import SCHEDULER, WORKER
+from nightjar.live.engine_spec import SCHEDULER, WORKER
 from nightjar.live.process import stop_server
 from nightjar.live.settings import CONFIG_ENV
 from nightjar.live.steplog import read_log

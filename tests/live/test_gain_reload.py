@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.core.memory import MemoryConfig
-from nightjar.live.plugins.engine import EngineSpec
+from nightjar.live.engine_spec import EngineSpec
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 

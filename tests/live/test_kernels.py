@@ -30,6 +30,12 @@ if "nightjar.live.kernels.triton_impl" not in sys.modules and not CUDA:
     finally:
         del os.environ["TRITON_INTERPRET"]
 
+from nightjar.live.kernels.compaction import (  # noqa: E402
+    check_pairs,
+    plan_compaction,
+    remap_block_ids,
+    remap_block_table,
+)
 from nightjar.live.kernels.ops import (  # noqa: E402
     block_runs,
     migrate_blocks,
@@ -37,12 +43,6 @@ from nightjar.live.kernels.ops import (  # noqa: E402
     pack_offsets,
     triton_usable,
     unpack,
-)
-from nightjar.live.kernels.plan import (  # noqa: E402
-    check_pairs,
-    plan_compaction,
-    remap_block_ids,
-    remap_block_table,
 )
 
 DEVICE = torch.device("cuda" if CUDA else "cpu")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import nightjar.cli as cli
-from nightjar.profile.model import DEFAULT_PROFILE, load_profile
+from nightjar.profile.profile import DEFAULT_PROFILE, load_profile
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from nightjar.live.plugins.engine import EngineSpec
-from nightjar.live.plugins.optout import NO_SPEC_KEY
+from nightjar.live.engine_spec import EngineSpec
+from nightjar.live.optout import NO_SPEC_KEY
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 

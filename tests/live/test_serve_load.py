@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from nightjar.live.plugins.engine import EngineSpec
+from nightjar.live.engine_spec import EngineSpec
 from nightjar.live.process import stop_server
 from nightjar.live.settings import LiveSettings
 

@@ -2,7 +2,7 @@
 
     python tools/calibrate/gpu_attention.py --out h200_attention.csv
 
-The roofline prices attention analytically (nightjar/roofline/model.py: a fixed launch plus
+The roofline prices attention analytically (nightjar/roofline/costs.py: a fixed launch plus
 max(FLOPs at the GEMM plateau, KV bytes at the weight-read efficiency)), because
 Vidur's measured attention tables sit in Git LFS. This measures the real kernel
 instead: ``F.scaled_dot_product_attention`` (FlashAttention backend where it takes

@@ -21,8 +21,8 @@ import pandas as pd
 import fit_vidur  # the sibling script in this folder
 from nightjar.roofline.calibration.fits import fit_for
 from nightjar.roofline.calibration.ops import gemm_times_s
+from nightjar.roofline.costs import RooflineParams, forward_s, prefill_s, resolve
 from nightjar.roofline.hardware import GPU, get_gpu, get_model
-from nightjar.roofline.model import RooflineParams, forward_s, prefill_s, resolve
 
 HERE = Path(__file__).resolve().parent
 

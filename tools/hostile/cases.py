@@ -53,7 +53,7 @@ class Fixtures:
         self.root = root
         self.source = source
         self.trace = fx.write_json(root / "in" / "t3.json", fx.TRACE3)
-        base = source / "nightjar" / "profiles" / "a100-80gb__vicuna-13b+vicuna-68m.json"
+        base = source / "nightjar" / "profile" / "bundled" / "a100-80gb__vicuna-13b+vicuna-68m.json"
         self.profile_doc: dict[str, Any] = json.loads(base.read_text(encoding="utf-8"))
         self.profile = fx.write_json(root / "in" / "profile.json", self.profile_doc)
         self.gpu = fx.write_json(root / "in" / "gpu.json", fx.GPU_SPEC)

@@ -1,7 +1,7 @@
 """Runs a benchmark schedule on shared engines, measuring the machine's load as it goes.
 
 One engine start serves every run of its kind: policies that speculate share an engine
-with the draft (each run opens with a policy switch, :mod:`nightjar.live.plugins.runs`),
+with the draft (each run opens with a policy switch, :mod:`nightjar.live.run_switch`),
 and policies that never speculate (``nospec``) share one without a draft, as
 ``nightjar live`` serves them (no draft's KV, no draft slots in the token budget).
 Both engines stay up for the whole benchmark; only one serves at a time. Each run is
@@ -9,7 +9,7 @@ wrapped in a :class:`nightjar.live.load.LoadMeter`; a run during which others us
 more than ``max_foreign_pct`` of the engine's cores is run again, up to ``retries``
 times, and kept marked ``loaded`` if the machine never quietened. Before the first
 round each engine serves a short warm-up (not recorded).
-Call :func:`nightjar.live.plugins.engine.prepare_env` first.
+Call :func:`nightjar.live.engine_spec.prepare_env` first.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from typing import Any
 
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
-from nightjar.live.bench.plan import BenchPlan, Slot
+from nightjar.live.bench.rotation import BenchPlan, Slot
+from nightjar.live.engine_spec import EngineSpec
 from nightjar.live.load import LoadMeter, LoadRecord
-from nightjar.live.plugins.engine import EngineSpec
-from nightjar.live.plugins.runs import RunStart
 from nightjar.live.replay import ReplayOptions, serve_trace, started
+from nightjar.live.run_switch import RunStart
 from nightjar.live.steplog import read_log
 from nightjar.policies.registry import spec_needs_draft
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 
 # Seconds between runs: an idle vLLM worker keeps spinning on its input queue for 1 s
 # after its last step (vLLM's SpinCondition), which would load the next run's cores.

@@ -10,7 +10,7 @@
     physically ``[num_blocks, block_size, num_kv_heads, 2 * head_size]``; ``BL..``
     layouts interleave layers per block). Any strided view works: a block is
     described as a set of contiguous byte runs, computed from its strides. Plans
-    must satisfy :func:`nightjar.live.kernels.plan.check_pairs` (no chained moves).
+    must satisfy :func:`nightjar.live.kernels.compaction.check_pairs` (no chained moves).
 
 ``pack(params, buffer, offsets)`` / ``unpack(params, buffer, offsets)``
     Gather contiguous tensors into a flat buffer at the given byte offsets, and
@@ -38,7 +38,7 @@ from typing import Literal
 
 import torch
 
-from nightjar.live.kernels.plan import Pair, check_pairs
+from nightjar.live.kernels.compaction import Pair, check_pairs
 
 Backend = Literal["auto", "triton", "torch"]
 

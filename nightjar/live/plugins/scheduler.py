@@ -9,13 +9,13 @@ the number of tokens the drafter proposes at the end of this step. They are veri
 in the next step, so a gamma chosen at step t shows up as drafted/accepted at t+1
 (one-step lag). The plan's memory action is carried out by
 :class:`nightjar.live.residency.coordinator.Residency`, which returns the one typed
-message (:mod:`nightjar.live.plugins.message`) the worker reads from the step's
+message (:mod:`nightjar.live.wire`) the worker reads from the step's
 ``SchedulerOutput``. ``update_from_output`` then measures drafted vs accepted per
 request and the step's wall time, reports the outcome to the driver, and writes the
 step to the step log.
 
 Works with the V1 model runner only: the V2 runner ignores a per-step K for
-``draft_model`` drafters (only verification shrinks). ``nightjar.live.plugins.engine``
+``draft_model`` drafters (only verification shrinks). ``nightjar.live.engine_spec``
 sets ``VLLM_USE_V2_MODEL_RUNNER=0``.
 """
 
@@ -37,10 +37,7 @@ from nightjar.core.driver import StepDriver
 from nightjar.core.memory import Action
 from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext
-from nightjar.live.plugins.message import attach, message_of
-from nightjar.live.plugins.optout import withhold_opted_out
-from nightjar.live.plugins.runs import RunStart, run_start_of
-from nightjar.live.plugins.startup import reports_startup_errors
+from nightjar.live.optout import withhold_opted_out
 from nightjar.live.plugins.stepstats import StepStats, emitted_tokens
 from nightjar.live.profiling.latency import Clamped, load_latency
 from nightjar.live.residency.coordinator import (
@@ -48,10 +45,13 @@ from nightjar.live.residency.coordinator import (
     ballast_blocks,
     memory_controller,
 )
+from nightjar.live.run_switch import RunStart, run_start_of
 from nightjar.live.settings import LiveSettings
+from nightjar.live.startup import reports_startup_errors
 from nightjar.live.state import StateWriter
 from nightjar.live.steplog import StepLog
 from nightjar.live.version import check_vllm_version
+from nightjar.live.wire import attach, message_of
 from nightjar.policies.registry import make_policy
 
 
@@ -134,7 +134,7 @@ class NightjarSchedulerMixin:
 
     def _nj_begin_run(self, controller: Any) -> None:
         """A fresh policy, step driver and step counters for ``self.nj`` (at start-up,
-        and at every run switch, :mod:`nightjar.live.plugins.runs`)."""
+        and at every run switch, :mod:`nightjar.live.run_switch`)."""
         latency, alpha = load_latency(self.nj.profile) if self.nj.profile else (None, None)
         # Counts the policy's and driver's lookups priced at the profile's edge.
         self.nj_clamped = latency if isinstance(latency, Clamped) else None

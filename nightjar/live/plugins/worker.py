@@ -1,7 +1,7 @@
 """A ``worker_cls`` that can take the drafter out of device memory and skip it.
 
 The Nightjar scheduler attaches one typed message
-(:class:`nightjar.live.plugins.message.WorkerMessage`: a residency action and KV block
+(:class:`nightjar.live.wire.WorkerMessage`: a residency action and KV block
 migration pairs) to the ``SchedulerOutput`` of each step. The worker performs
 the move before that step's forward pass, so when the scheduler sees the step's
 output the transfer is complete. While the drafter is parked, its ``propose`` is
@@ -28,9 +28,8 @@ from vllm.logger import init_logger
 
 from nightjar.core.drafter import DRAFT_MODEL, DRAFTERS, DrafterKind, drafter_kind
 from nightjar.core.memory import Action
+from nightjar.live.kernels.compaction import Pair, remap_block_ids, remap_block_table
 from nightjar.live.kernels.ops import migrate_blocks
-from nightjar.live.kernels.plan import Pair, remap_block_ids, remap_block_table
-from nightjar.live.plugins.message import message_of
 from nightjar.live.residency.alias import (
     AliasedParking,
     blocks_needed,
@@ -41,6 +40,7 @@ from nightjar.live.residency.alias import (
 from nightjar.live.residency.coordinator import ballast_blocks
 from nightjar.live.residency.parking import WeightParking
 from nightjar.live.settings import LiveSettings
+from nightjar.live.wire import message_of
 
 log = init_logger(__name__)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nightjar.live.profiling.grid import ProfilePlan
 from nightjar.live.profiling.ladder import requests
-from nightjar.live.profiling.plan import ProfilePlan
 from nightjar.live.profiling.session import DRAFT, NODRAFT, SETTLE_S, WAKE_SAMPLES
 from nightjar.live.profiling.windows import MIXED_DECODE_PROMPT
 

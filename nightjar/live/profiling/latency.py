@@ -37,8 +37,8 @@ from nightjar.core.acceptance import alpha_from_ratio
 from nightjar.core.records import StepRecord
 from nightjar.core.types import LatencyModel
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile, load_profile
 from nightjar.profile.prefill import reload_cost_s
+from nightjar.profile.profile import Profile, load_profile
 
 KIND = "nightjar-step-table"
 

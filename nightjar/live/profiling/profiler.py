@@ -14,7 +14,7 @@ scheduler and worker plugged in, exactly as ``nightjar live`` runs them:
   steps of the cycle (one synced draft pass) give the draft-forward table. Its prefill windows run
   ``fixed:0`` (one draft pass over the prompt: the draft's prefill) and one window at
   ``fixed:G`` measures acceptance. Each window opens with a run switch
-  (:mod:`nightjar.live.plugins.runs`), so one engine start serves them all.
+  (:mod:`nightjar.live.run_switch`), so one engine start serves them all.
 
 The no-draft engine also measures the wake: a short prefill after each of a few
 pauses, each followed at once by the same prefill back to back (``build.wake_rows``).
@@ -30,7 +30,7 @@ expected duration is printed from it before the grid starts. The machine's load 
 the whole measurement (:mod:`nightjar.live.load`) and the CPU thread binding go into
 the profile's ``measured`` header. Step times come from the scheduler's step log
 (schedule start to output), split times from the worker probe (``probe``);
-aggregation is in ``build``. Call :func:`nightjar.live.plugins.engine.prepare_env` first.
+aggregation is in ``build``. Call :func:`nightjar.live.engine_spec.prepare_env` first.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from nightjar.live.profiling.build import (
     wake_rows,
 )
 from nightjar.live.profiling.estimate import Rates, grid_seconds
-from nightjar.live.profiling.plan import PREFILL_PROMPT, ProfilePlan
+from nightjar.live.profiling.grid import PREFILL_PROMPT, ProfilePlan
 from nightjar.live.profiling.session import (
     DRAFT,
     NODRAFT,

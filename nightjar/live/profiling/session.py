@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.plugins.engine import EngineSpec, engine_kwargs
+from nightjar.live.engine_spec import EngineSpec, engine_kwargs
 from nightjar.live.profiling.build import EngineRun, Window, decode_cells
-from nightjar.live.profiling.plan import ProfilePlan
+from nightjar.live.profiling.grid import ProfilePlan
 from nightjar.live.profiling.windows import (
     Engine,
     accept_window,

@@ -5,7 +5,7 @@ Each window is a batch of random-token prompts the profiler submits with
 step log and the worker probe record what the engine did, and
 :mod:`nightjar.live.profiling.build` matches steps to windows by time. On the engine
 with the draft, the window's first request opens a run with the window's policy
-(:mod:`nightjar.live.plugins.runs`): a gamma cycle for decode windows (every gamma,
+(:mod:`nightjar.live.run_switch`): a gamma cycle for decode windows (every gamma,
 interleaved step by step over the same batch), ``fixed:0`` for prefill windows (one
 draft pass over the prompt), ``fixed:G`` for the acceptance window.
 """
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.plugins.runs import RunStart
 from nightjar.live.profiling import ladder
 from nightjar.live.profiling.build import Window
+from nightjar.live.run_switch import RunStart
 
 # Mixed windows: decoding requests start from prompts of this many tokens (their
 # context matters to the decode part only, which the window's own pure decode steps

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from nightjar.live.kernels.plan import Pair, plan_compaction
+from nightjar.live.kernels.compaction import Pair, plan_compaction
 
 
 class Ballast:

@@ -6,7 +6,7 @@ Each step :meth:`Residency.next_step` names a forced test action, if the setting
 schedule one for this step; :meth:`Residency.carry_out` takes the plan's action,
 empties the ballast region during a reload (drain, or migrate: see
 :mod:`nightjar.live.residency.ballast`) and returns the step's
-:class:`~nightjar.live.plugins.message.WorkerMessage`; :meth:`Residency.after_step`
+:class:`~nightjar.live.wire.WorkerMessage`; :meth:`Residency.after_step`
 is called once the worker has executed that step, which on CPU means the transfer is
 complete (the worker moves weights synchronously before the forward pass).
 
@@ -29,11 +29,11 @@ from typing import Any
 
 from nightjar.core.drafter import drafter_kind
 from nightjar.core.memory import Action, DraftState, MemoryConfig, MemoryController
-from nightjar.live.kernels.plan import Pair
-from nightjar.live.plugins.message import IDLE, WorkerMessage
+from nightjar.live.kernels.compaction import Pair
 from nightjar.live.residency.ballast import Ballast
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import StepLog
+from nightjar.live.wire import IDLE, WorkerMessage
 
 _FORCED = {"offload": Action.START_OFFLOAD, "reload": Action.START_RELOAD}
 _NAMES = {Action.START_OFFLOAD: "offload", Action.START_RELOAD: "reload"}

@@ -5,7 +5,7 @@ public figure gives a value, the value is an assumption and says so; the cross-c
 in docs/roofline.md and reports/profiles/README.md compare the result with public step
 times, they do not fit them.
 
-How the roofline uses them (``nightjar/roofline/model.py``; the forward terms price the
+How the roofline uses them (``nightjar/roofline/costs.py``; the forward terms price the
 target's and the draft's forwards alike, since one engine launches both):
 
 * forward = ``forward`` + sum over layers of max(``layer`` host time, the layer's GPU

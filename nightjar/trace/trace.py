@@ -306,8 +306,8 @@ def _materialize(spec: TraceSpec, seed: int | None) -> Trace:
 
 
 def bundled_traces() -> list[str]:
-    """Names of the traces shipped in ``nightjar.traces`` (without ``.json``)."""
-    root = resources.files("nightjar.traces")
+    """Names of the traces shipped in ``nightjar.trace.bundled`` (without ``.json``)."""
+    root = resources.files("nightjar.trace.bundled")
     return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
 
 
@@ -323,7 +323,7 @@ def read_trace_source(name_or_path: str | os.PathLike[str]) -> tuple[str, str, s
         return str(path), read_text(path, f"trace {path}"), path.stem
     stem = name[:-5] if name.endswith(".json") else name
     if stem in bundled_traces():
-        res = resources.files("nightjar.traces").joinpath(f"{stem}.json")
+        res = resources.files("nightjar.trace.bundled").joinpath(f"{stem}.json")
         return f"{stem}.json (bundled)", res.read_text(encoding="utf-8"), stem
     if os.sep in name or name.endswith(".json"):
         raise NightjarInputError(f"trace {name}: no such file")

@@ -34,8 +34,8 @@ from nightjar.errors import NightjarInputError
 from nightjar.trace.schema import MAX_SEED
 
 if TYPE_CHECKING:
-    from nightjar.profile.model import Profile
-    from nightjar.sim.config import SimConfig
+    from nightjar.profile.profile import Profile
+    from nightjar.sim.knobs import SimConfig
 
 # What `nightjar sim`, `nightjar.simulate` and `nightjar sweep` compare by default: no
 # speculation, every fixed length, the paper's bandit in both forms, and ours.
@@ -243,7 +243,7 @@ class RunConfig:
     def sim_config(self, drafter: str) -> SimConfig:
         """The simulator's knobs for this run with the profile's ``drafter`` (which
         resolves ``offload`` auto)."""
-        from nightjar.sim.config import (
+        from nightjar.sim.knobs import (
             AcceptanceModel,
             DraftKVMode,
             ReloadMode,

@@ -24,7 +24,7 @@ class WorkerMessage:
     """What the worker must do before the step's forward pass, in this order.
 
     ``migration``: ``(src, dst)`` KV block copies (a reload that compacted the ballast
-    region; see :mod:`nightjar.live.kernels.plan`), then ``residency``: move the
+    region; see :mod:`nightjar.live.kernels.compaction`), then ``residency``: move the
     draft's weights out (``START_OFFLOAD``) or back (``START_RELOAD``). Invariant:
     migration pairs only travel with a reload.
     """

@@ -23,9 +23,9 @@ import pandas as pd
 from nightjar.core.acceptance import alpha_from_ratio
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
-from nightjar.profile.model import Profile
+from nightjar.profile.profile import Profile
 from nightjar.results.metrics import summarize
-from nightjar.trace.model import Trace
+from nightjar.trace.trace import Trace
 
 COMPARED = ("throughput_tok_s", "ttft_s_mean", "ttft_s_p99", "tpot_s_mean", "tpot_s_p99",
             "e2e_s_mean", "e2e_s_p99", "mean_batch_size", "acceptance", "preemptions")

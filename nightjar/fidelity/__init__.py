@@ -1,0 +1,1 @@
+"""Simulator against reality: replaying live runs and judging agreement."""
