@@ -16,7 +16,10 @@ Figures are plotly objects; nothing here writes a file unless asked (``Results.w
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
+import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -224,38 +227,22 @@ def simulate(
     trace: Trace | str,
     profile: Profile | str | None = None,
     policies: str | Sequence[str] | None = None,
-    *,
-    seed: int = _D.seed,
-    rate_scale: float = _D.rate_scale,
-    gamma_max: int = _D.gamma_max,
-    prior: str = _D.prior,
-    draft_kv: str = _D.draft_kv,
-    acceptance: str = _D.acceptance,
-    offload: str | bool = _D.offload,
-    reload: str = _D.reload,
-    engine: str = _D.engine,
-    max_num_seqs: int = _D.max_num_seqs,
-    max_num_batched_tokens: int = _D.max_num_batched_tokens,
-    max_model_len: int | None = _D.max_model_len,
-    on_unfit: str = _D.on_unfit,
-    oracle: bool = _D.oracle,
-    alternatives: bool = _D.alternatives,
-    slo_ttft: float = _D.slo_ttft,
-    slo_tpot: float = _D.slo_tpot,
+    **settings: Any,
 ) -> Results:
     """Run ``policies`` over ``trace`` on ``profile`` in the simulator.
 
     ``trace`` and ``profile`` are objects or bundled names / paths; ``policies`` one
     spec or several (default: the ``nightjar sim`` set). Every policy sees the same
     arrivals and per-request acceptance rates; deterministic for ``seed``. The other
-    settings are ``nightjar sim``'s flags, with the same defaults
-    (:class:`nightjar.run.config.RunConfig`; ``rate_scale`` multiplies the trace's
-    request rate); as there, the oracle runs unless ``oracle=False``, and its run
-    gives the frame its ``step_oracle_pct`` column; every simulated run carries
-    ``regret_bound_pct`` (:mod:`nightjar.results.regret`).
+    settings are keyword arguments, ``nightjar sim``'s flags with the same names and
+    defaults (the fields of :class:`nightjar.run.config.RunConfig`, listed in this
+    function's signature; ``rate_scale`` multiplies the trace's request rate). As
+    there, ``gamma_max`` left out follows a profile whose table stops below the
+    default, the oracle runs unless ``oracle=False`` and its run gives the frame its
+    ``step_oracle_pct`` column, and every simulated run carries ``regret_bound_pct``
+    (:mod:`nightjar.results.regret`).
     """
-    from nightjar.core.drafter import offload_refusal
-    from nightjar.sim import OnUnfit, check_policies, servable, simulate_many
+    from nightjar.run.prepare import prepare
 
     specs: tuple[str, ...] = _D.policies
     if isinstance(policies, str):
@@ -265,26 +252,31 @@ def simulate(
     elif policies is not None:
         raise NightjarInputError(
             f"policies must be a policy spec or a list of them, got {_short(policies)}")
-    config = RunConfig.build({
-        "policies": specs, "seed": seed, "rate_scale": rate_scale, "gamma_max": gamma_max,
-        "prior": prior,
-        "draft_kv": draft_kv, "acceptance": acceptance, "offload": offload, "reload": reload,
-        "engine": engine, "max_num_seqs": max_num_seqs,
-        "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
-        "on_unfit": on_unfit, "oracle": oracle, "alternatives": alternatives,
-        "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
-    })
-    tr = trace_arg(trace).rate_scaled(config.rate_scale)
-    prof = profile_arg(profile)
-    config.check_profile(prof)
-    cfg = config.sim_config(prof.drafter)
-    runs = config.specs(prof.drafter)
-    check_policies(runs, tr, prof, cfg)
-    servable(tr, prof, cfg, OnUnfit(config.on_unfit))
-    results = simulate_many(tr, prof, runs, cfg, on_unfit=OnUnfit(config.on_unfit),
-                            prior=config.prior)
-    return Results(results, config.slo(), gamma_max=config.gamma_max, offload=cfg.offload,
-                   movable=offload_refusal(prof.drafter) is None)
+    gamma_given = settings.get("gamma_max") is not None
+    values = {k: v for k, v in settings.items() if k != "gamma_max" or gamma_given}
+    config = RunConfig.build({**values, "policies": specs})
+    run = prepare(config, trace_arg(trace), profile_arg(profile), gamma_given=gamma_given)
+    return Results(run.simulate(), run.config.slo(), gamma_max=run.config.gamma_max,
+                   offload=run.knobs.offload, movable=run.movable)
+
+
+def _settings_signature() -> inspect.Signature:
+    """``simulate``'s signature with one keyword per setting, from RunConfig's fields, so
+    ``help(nightjar.simulate)`` and editors list them without a second spelling."""
+    head = list(inspect.signature(simulate).parameters.values())[:3]
+    # Spellings the API takes beyond the field's type: gamma_max None (not given),
+    # offload as a boolean.
+    hints = {**typing.get_type_hints(RunConfig), "gamma_max": int | None, "offload": str | bool}
+    keywords = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+                          default=None if f.name == "gamma_max" else f.default)
+        for f in dataclasses.fields(RunConfig) if f.name != "policies"
+    ]
+    return inspect.Signature([*head, *keywords],
+                             return_annotation=inspect.signature(simulate).return_annotation)
+
+
+simulate.__dict__["__signature__"] = _settings_signature()
 
 
 def results_frame(

@@ -143,6 +143,10 @@ ALLOWED = {
     "report": {"core", "results"},
     "sim": {"core", "policies", "profile", "trace"},
     "live": {"core", "policies", "profile", "trace"},
+    # The front door prepares simulator runs; the sim-vs-live check replays live runs
+    # in the simulator (never importing live: it reads the runs' folders).
+    "run": {"core", "policies", "profile", "trace", "results", "sim"},
+    "fidelity": {"core", "policies", "profile", "trace", "results", "sim"},
 }
 
 

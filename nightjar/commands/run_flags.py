@@ -13,11 +13,7 @@ import typing
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from nightjar.core.defaults import gamma_max_within
 from nightjar.run.config import CHOICES, RunConfig, flag_of
-
-if typing.TYPE_CHECKING:
-    from nightjar.profile.profile import Profile
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _TYPES = typing.get_type_hints(RunConfig)
@@ -37,7 +33,7 @@ def add_run_flags(
 ) -> None:
     """One flag per field (``only`` those), with the field's default unless ``defaults``
     gives another. ``gamma_from_profile``: ``--gamma-max`` defaults to None (not given),
-    for :func:`within_profile` to resolve against the run's profile."""
+    for :meth:`RunConfig.within` to resolve against the run's profile."""
     for name, f in _FIELDS.items():
         if only is not None and name not in only:
             continue
@@ -81,20 +77,7 @@ def run_config(args: argparse.Namespace, only: Collection[str] | None = None) ->
                 continue
             value = tuple(value)
         elif name == "gamma_max" and value is None:
-            continue  # not given: the field's default (see within_profile)
+            continue  # not given: the field's default (see RunConfig.within)
         values[name] = value
     return RunConfig.build(values, spell=flag_of)
 
-
-def within_profile(config: RunConfig, args: argparse.Namespace, profile: Profile) -> RunConfig:
-    """``config`` with a ``--gamma-max`` the user did not give lowered to the longest
-    the profile's table prices (a profile measured with ``nightjar profile``'s default
-    gammas 0..3 under the default 4); one given past the table stays, and
-    :meth:`RunConfig.check_profile` refuses it."""
-    # A table of gamma 0 alone leaves the default for check_profile to refuse (a
-    # simulated run needs gamma_max >= 1).
-    top = profile.gamma_max if profile.gamma_max >= 1 else None
-    gamma_max = gamma_max_within(config.gamma_max, getattr(args, "gamma_max", 0) is not None, top)
-    if gamma_max == config.gamma_max:
-        return config
-    return RunConfig.build({**dataclasses.asdict(config), "gamma_max": gamma_max}, spell=flag_of)

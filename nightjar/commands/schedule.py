@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nightjar.commands.run_flags import add_run_flags, run_config, within_profile
+from nightjar.commands.run_flags import add_run_flags, run_config
 from nightjar.errors import NightjarInputError
 from nightjar.profile.profile import DEFAULT_PROFILE
 from nightjar.run.config import flag_of
@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from nightjar.profile.profile import load_profile
+    from nightjar.run.prepare import settle
     from nightjar.sweep.table import METRICS, TableSearch, compare, search_table, vllm_table
     from nightjar.trace.trace import load_trace
 
@@ -84,10 +85,10 @@ def run(args: argparse.Namespace) -> int:
     base = _base_config(args.speculative_config)
     config = run_config(args, only=FIELDS)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
-    config = within_profile(config, args, profile)
-    config.check_profile(profile, flag_of)
-    search = TableSearch(profile, load_trace(args.trace), config.sim_config(profile.drafter),
-                         args.metric, _edges(args.buckets), args.passes)
+    settled = settle(config, profile, gamma_given=args.gamma_max is not None, spell=flag_of)
+    config = settled.config
+    search = TableSearch(profile, load_trace(args.trace), settled.knobs, args.metric,
+                         _edges(args.buckets), args.passes)
     err = Console(stderr=True)
     say = None if args.quiet else (lambda m: err.print(m, highlight=False))
     found = search_table(search, config.seed, say)

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from nightjar.commands.run_flags import add_run_flags, run_config, within_profile
+from nightjar.commands.run_flags import add_run_flags, run_config
 from nightjar.errors import NightjarInputError
 from nightjar.profile.profile import DEFAULT_PROFILE
-from nightjar.run.config import RunConfig, flag_of
+from nightjar.run.config import flag_of
 from nightjar.trace.schema import MAX_SEED
 
 if TYPE_CHECKING:  # the simulator (simpy) is imported only when a run starts
     from nightjar.profile.profile import Profile
-    from nightjar.sim import SimConfig
-    from nightjar.sim.servable import Fit, OnUnfit
+    from nightjar.run.prepare import PreparedRun
     from nightjar.trace.trace import Trace
 
 # More repeats than this is a typo: each seed reruns every policy.
@@ -54,38 +52,26 @@ def run(args: argparse.Namespace) -> int:
     # made, so a typo in the last --policy costs nothing and leaves nothing behind.
     require_format(args.format)
     plan = _plan(args)
-    slo = plan.config.slo()
     out = args.out or default_out_dir(plan.trace.name)
     console = Console()
-    if plan.fit.rejected.size:
+    if plan.fit is not None and plan.fit.rejected.size:
         console.print(
             f"skipping {plan.fit.rejected.size} request(s) that can never run "
             f"(--on-unfit skip): {plan.fit.message}", soft_wrap=True,
         )
     with staged_out_dir(out, args.force) as tmp:
         if args.seeds == 1:
-            _one_seed(args, plan, tmp, console, slo)
+            _one_seed(args, plan, tmp, console)
         else:
-            _many_seeds(args, plan, tmp, console, slo)
+            _many_seeds(args, plan, tmp, console)
     console.print(f"wrote {out}/")
     return 0
 
 
-@dataclass(frozen=True)
-class _Plan:
-    trace: Trace
-    profile: Profile
-    config: RunConfig
-    cfg: SimConfig
-    runs: list[str]
-    on_unfit: OnUnfit
-    fit: Fit
-
-
-def _plan(args: argparse.Namespace) -> _Plan:
+def _plan(args: argparse.Namespace) -> PreparedRun:
     """Load and check every input of a run; raises NightjarInputError on the first bad one."""
     from nightjar.profile.profile import load_profile
-    from nightjar.sim import OnUnfit, check_policies, servable
+    from nightjar.run.prepare import prepare
     from nightjar.trace.trace import load_trace
 
     if not 1 <= args.seeds <= MAX_SEEDS:
@@ -93,37 +79,20 @@ def _plan(args: argparse.Namespace) -> _Plan:
     config = run_config(args)
     if config.seed > MAX_SEED - args.seeds + 1:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}")
-    trace = load_trace(args.trace).rate_scaled(config.rate_scale)
-    profile = load_profile(args.profile or DEFAULT_PROFILE)
-    config = within_profile(config, args, profile)
-    config.check_profile(profile, flag_of)
-    runs = config.specs(profile.drafter)
-    cfg = config.sim_config(profile.drafter)
-    check_policies(runs, trace, profile, cfg)
-    on_unfit = OnUnfit(config.on_unfit)
-    fit = servable(trace, profile, cfg, on_unfit)
-    return _Plan(trace, profile, config, cfg, runs, on_unfit, fit)
+    return prepare(config, load_trace(args.trace), load_profile(args.profile or DEFAULT_PROFILE),
+                   gamma_given=args.gamma_max is not None, spell=flag_of)
 
 
-def _simulate(
-    args: argparse.Namespace, plan: _Plan, trace: Trace, cfg: SimConfig, title: str, slo: Any
-) -> Any:
+def _simulate(args: argparse.Namespace, plan: PreparedRun, title: str, *,
+              trace: Trace | None = None, seed: int | None = None) -> Any:
     """Every run of one seed, as a :class:`nightjar.results.run_set.ResultSet`."""
-    from nightjar.core.drafter import offload_refusal
     from nightjar.report.progress import LazyProgress
-    from nightjar.results.run_set import ResultSet
-    from nightjar.sim import simulate_many
 
     with LazyProgress(enabled=not args.quiet) as bar:
-        for spec in plan.runs:
-            bar.add(spec, trace.duration_s)
-        results = simulate_many(
-            trace, plan.profile, plan.runs, cfg, progress=bar.update, on_unfit=plan.on_unfit,
-            prior=plan.config.prior,
-        )
-    return ResultSet.build(results, title=title, gamma_max=plan.config.gamma_max, slo=slo,
-                           offload=plan.cfg.offload,
-                           movable=offload_refusal(plan.profile.drafter) is None)
+        for spec in plan.specs:
+            bar.add(spec, (trace or plan.trace).duration_s)
+        results = plan.simulate(bar.update, trace=trace, seed=seed)
+    return plan.result_set(results, title)
 
 
 def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
@@ -133,14 +102,14 @@ def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str)
 
 
 def _one_seed(
-    args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
+    args: argparse.Namespace, plan: PreparedRun, out: Path, console: Console
 ) -> None:
     from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
     from nightjar.report.terminal import summary_table
 
     title = _title(args, plan.trace, plan.profile, f"seed {args.seed}")
-    result_set = _simulate(args, plan, plan.trace, plan.cfg, title, slo)
+    result_set = _simulate(args, plan, title)
     console.print(summary_table(result_set.summaries, result_set.yardsticks, title=title))
     for line in alternative_lines(entries(result_set), result_set.missing):
         console.print(line, highlight=False)
@@ -151,13 +120,12 @@ def _one_seed(
 
 
 def _many_seeds(
-    args: argparse.Namespace, plan: _Plan, out: Path, console: Console, slo: Any
+    args: argparse.Namespace, plan: PreparedRun, out: Path, console: Console
 ) -> None:
     """Seed i re-draws a generative trace's arrivals (its file seed + i - SEED), the
     per-request acceptance rates and the sampled accepts; each seed's runs go to
     ``seed-<i>/`` (the HTML report for the first seed only), the per-seed rows and
     intervals to the top of ``out``."""
-    import dataclasses
 
     from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
@@ -178,9 +146,8 @@ def _many_seeds(
     for seed in range(args.seed, last + 1):
         trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed).rate_scaled(
             plan.config.rate_scale)
-        cfg_s = dataclasses.replace(plan.cfg, seed=seed)
         title = _title(args, trace_s, plan.profile, f"seed {seed}")
-        result_set = _simulate(args, plan, trace_s, cfg_s, title, slo)
+        result_set = _simulate(args, plan, title, trace=trace_s, seed=seed)
         alts += entries(result_set)
         missing = result_set.missing
         rows += seed_rows(seed, result_set.summaries, result_set.regrets, result_set.yardsticks,

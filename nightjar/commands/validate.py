@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.results.bench import is_bench
     from nightjar.results.outdir import check_out_dir, staged_out_dir
     from nightjar.results.read import load_runs
+    from nightjar.run.prepare import settle
     from nightjar.sim import servable, simulate
 
     if any(is_bench(folder) for folder in args.live_run):
@@ -85,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     runs = [run for folder in args.live_run for run in load_runs(folder)]
     config = dataclasses.replace(config, offload=live_offload(runs))
-    config.check_profile(profile, flag_of)
-    cfg = config.sim_config(profile.drafter)
+    cfg = settle(config, profile, spell=flag_of).knobs
     for live in runs:  # a request the profile's pool can never hold fails here, not later
         servable(trace_of(live), profile, cfg)
     if args.out is not None:

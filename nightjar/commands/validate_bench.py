@@ -46,6 +46,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     from nightjar.results.bench import BENCH_FILE, read_bench
     from nightjar.results.metrics import summarize
     from nightjar.results.outdir import check_out_dir, staged_out_dir
+    from nightjar.run.prepare import settle
     from nightjar.sim import servable, simulate
 
     if len(args.live_run) != 1:
@@ -70,8 +71,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
         seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
         offload=live_offload([run.result for run in record.runs]),
     )
-    config.check_profile(profile, flag_of)
-    cfg = config.sim_config(profile.drafter)
+    cfg = settle(config, profile, spell=flag_of).knobs
     # Every input before any output (as `nightjar validate` on run folders): a request
     # the profile's pool can never hold fails here, and so does an unusable --out.
     for run in record.runs:

@@ -27,6 +27,7 @@ from nightjar.core.defaults import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_OFFLOAD,
     OFFLOAD_MODES,
+    gamma_max_within,
 )
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.slo import Slo
@@ -61,8 +62,14 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _flag(flag: str, help_text: str) -> dict[str, str]:
-    return {"flag": flag, "help": help_text}
+# What a field is to a sweep (nightjar.sweep.spec): an axis of the grid, one value for
+# the whole sweep, or nothing (a cell runs one policy, so it has no oracle to add).
+# seed, rate_scale and policies are axes the grid names and orders itself.
+AXIS, SCALAR, OWN_AXIS, NOT_SWEPT = "axis", "scalar", "own axis", "not swept"
+
+
+def _flag(flag: str, help_text: str, sweep: str = AXIS) -> dict[str, str]:
+    return {"flag": flag, "help": help_text, "sweep": sweep}
 
 
 @dataclass(frozen=True)
@@ -71,55 +78,55 @@ class RunConfig:
 
     policies: tuple[str, ...] = field(default=DEFAULT_POLICIES, metadata=_flag(
         "--policy", "policy spec, repeatable (nospec, fixed:3, schedule:1-16:3,17-:0, nightjar,"
-        " all)"))
+        " all)", OWN_AXIS))
     seed: int = field(default=0, metadata=_flag(
-        "--seed", "seed of acceptance draws and policies"))
+        "--seed", "seed of acceptance draws and policies", OWN_AXIS))
     rate_scale: float = field(default=1.0, metadata=_flag(
         "--rate-scale", "multiply the trace's request rate by S: every arrival time divided by"
-        " S (2 = the same requests twice as fast)"))
-    gamma_max: int = field(default=DEFAULT_GAMMA_MAX, metadata=_flag(
-        "--gamma-max", "longest speculation a policy may choose"))
-    prior: str = field(default="exact", metadata=_flag(
-        "--prior", "latency table the policies plan with: exact (the simulated profile), none,"
-        " scale:F, spec-scale:F, batch-scale:S,L or a profile; the oracle always uses the"
-        " exact one"))
-    draft_kv: str = field(default=DEFAULT_DRAFT_KV, metadata=_flag(
-        "--draft-kv", "at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip the"
-        " draft and rebuild its KV later"))
-    acceptance: str = field(default="geometric", metadata=_flag(
-        "--acceptance", "accepted-drafts model (docs/simulator.md)"))
+        " S (2 = the same requests twice as fast)", OWN_AXIS))
     offload: str = field(default=DEFAULT_OFFLOAD, metadata=_flag(
         "--offload", "elastic draft memory: move the draft to host memory when its KV blocks"
         " are worth more to waiting requests than speculation buys; auto = wherever the"
         " drafter has weights to move (a draft model, EAGLE heads), off = never"))
     reload: str = field(default="drain", metadata=_flag(
         "--reload", "how a reload takes back its KV blocks"))
-    engine: str = field(default="v1", metadata=_flag(
-        "--engine", "scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under the"
-        " token budget (decodes first); v0 = prefill-only steps, as the paper's engine"
-        " (docs/simulator.md)"))
+    draft_kv: str = field(default=DEFAULT_DRAFT_KV, metadata=_flag(
+        "--draft-kv", "at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip the"
+        " draft and rebuild its KV later"))
+    acceptance: str = field(default="geometric", metadata=_flag(
+        "--acceptance", "accepted-drafts model (docs/simulator.md)"))
+    gamma_max: int = field(default=DEFAULT_GAMMA_MAX, metadata=_flag(
+        "--gamma-max", "longest speculation a policy may choose"))
     max_num_seqs: int = field(default=DEFAULT_MAX_NUM_SEQS, metadata=_flag(
         "--max-num-seqs", "running requests at most (capped at the profile's largest batch)"))
     max_num_batched_tokens: int = field(default=DEFAULT_MAX_NUM_BATCHED_TOKENS, metadata=_flag(
         "--max-num-batched-tokens", "tokens one step may schedule, decodes and prompt chunks"
         " together"))
+    engine: str = field(default="v1", metadata=_flag(
+        "--engine", "scheduling: v1 = vLLM V1 chunked prefill mixed with decodes under the"
+        " token budget (decodes first); v0 = prefill-only steps, as the paper's engine"
+        " (docs/simulator.md)"))
+    prior: str = field(default="exact", metadata=_flag(
+        "--prior", "latency table the policies plan with: exact (the simulated profile), none,"
+        " scale:F, spec-scale:F, batch-scale:S,L or a profile; the oracle always uses the"
+        " exact one"))
     max_model_len: int | None = field(default=None, metadata=_flag(
         "--max-model-len", "the most tokens (prompt + output) a request may hold, as vLLM's"
         " max_model_len (default: no limit beyond the KV cache)"))
     on_unfit: str = field(default="refuse", metadata=_flag(
         "--on-unfit", "a request that can never fit the KV cache: refuse the run (default) or"
-        " skip it and count it as rejected"))
+        " skip it and count it as rejected", SCALAR))
     oracle: bool = field(default=True, metadata=_flag(
         "--no-oracle", "skip the per-step oracle run (a reference the report draws; regret is"
-        " against the alternatives and the bound)"))
+        " against the alternatives and the bound)", NOT_SWEPT))
     alternatives: bool = field(default=False, metadata=_flag(
         "--alternatives", "also run every static alternative the full-system regret compares"
         " with: nospec, fixed:1..gamma_max, and where the drafter has weights each fixed"
-        " length with elastic memory the other way (SPEC@offload=on|off)"))
+        " length with elastic memory the other way (SPEC@offload=on|off)", NOT_SWEPT))
     slo_ttft: float = field(default=Slo().ttft_s, metadata=_flag(
-        "--slo-ttft", "time-to-first-token limit for goodput, seconds"))
+        "--slo-ttft", "time-to-first-token limit for goodput, seconds", SCALAR))
     slo_tpot: float = field(default=Slo().tpot_s, metadata=_flag(
-        "--slo-tpot", "time-per-output-token limit for goodput, seconds"))
+        "--slo-tpot", "time-per-output-token limit for goodput, seconds", SCALAR))
 
     @classmethod
     def build(cls, values: Mapping[str, Any], spell: Callable[[str], str] = str) -> RunConfig:
@@ -242,23 +249,34 @@ class RunConfig:
 
     def sim_config(self, drafter: str) -> SimConfig:
         """The simulator's knobs for this run with the profile's ``drafter`` (which
-        resolves ``offload`` auto)."""
-        from nightjar.sim.knobs import (
-            AcceptanceModel,
-            DraftKVMode,
-            ReloadMode,
-            SchedulerMode,
-            SimConfig,
-        )
+        resolves ``offload`` auto): each knob reads the setting of its name
+        (:func:`nightjar.sim.knobs.knobs_of`), so a setting the engine needs is one field
+        here and one of the same name there."""
+        from nightjar.sim.knobs import knobs_of
 
-        return SimConfig(
-            seed=self.seed, gamma_max=self.gamma_max, max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            engine=SchedulerMode(self.engine), max_model_len=self.max_model_len,
-            draft_kv_mode=DraftKVMode(self.draft_kv),
-            acceptance_model=AcceptanceModel(self.acceptance),
-            reload_mode=ReloadMode(self.reload), offload=self.offload_on(drafter),
-        )
+        return knobs_of(self.values(), offload=self.offload_on(drafter))
+
+    def values(self) -> dict[str, Any]:
+        """Field name -> value, shallow (what :meth:`build` takes back)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def within(self, profile: Profile, gamma_given: bool) -> RunConfig:
+        """This config with a ``gamma_max`` the user did not give lowered to the longest
+        the profile's table prices (a profile measured with ``nightjar profile``'s
+        default gammas 0..3 under the default 4); one given past the table stays, for
+        :meth:`check_profile` to refuse."""
+        # A table of gamma 0 alone leaves the default for check_profile to refuse (a
+        # simulated run needs gamma_max >= 1).
+        top = profile.gamma_max if profile.gamma_max >= 1 else None
+        gamma_max = gamma_max_within(self.gamma_max, gamma_given, top)
+        return self if gamma_max == self.gamma_max else dataclasses.replace(
+            self, gamma_max=gamma_max)
+
+    @staticmethod
+    def fields_swept(role: str) -> list[str]:
+        """The fields a sweep treats as ``role`` (:data:`AXIS`, :data:`SCALAR`, ...), in
+        field order: the grid's nesting order and the sweep table's column order."""
+        return [f.name for f in dataclasses.fields(RunConfig) if f.metadata["sweep"] == role]
 
 
 def offload_mode(value: Any) -> Any:

@@ -18,16 +18,14 @@ means the same.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from nightjar.run.config import RunConfig
+from nightjar.run.config import AXIS, SCALAR, RunConfig
 
 # Part of every cell's identity: a new release may give new numbers.
 _VERSION = version("nightjar")
@@ -35,46 +33,51 @@ _VERSION = version("nightjar")
 _CACHE: dict[tuple[str, str, int], Any] = {}
 
 
+# The sweep table's column for a setting it spelled otherwise before the settings had
+# one name; kept, so that a sweep folder written before resumes cell for cell (a cell's
+# key hashes its parameters) and readers of the table find their column.
+COLUMN = {"acceptance": "acceptance_model"}
+_HEAD = ("trace", "rate_scale", "seed", "policy", "profile")
+
+
 @dataclass(frozen=True)
 class Cell:
+    """One point of the grid: a trace, a profile, and the run's settings (one policy, the
+    cell's seed and rate scale, no oracle: a cell's regret needs none)."""
+
     trace: str  # bundled name or path, as the user gave it
-    rate_scale: float
-    seed: int
-    policy: str
     profile: str
-    offload: str  # auto, on or off
-    reload: str
-    draft_kv: str
-    acceptance_model: str
-    gamma_max: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    engine: str
-    prior: str
-    max_model_len: int | None
-    on_unfit: str
-    slo_ttft: float
-    slo_tpot: float
+    settings: RunConfig  # as the grid gave them; run_config() checks them
+
+    @property
+    def policy(self) -> str:
+        return self.settings.policies[0]
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
+
+    @staticmethod
+    def columns() -> list[str]:
+        """The names of :meth:`params`: the trace, the rate scale, seed, policy and
+        profile, then every setting a sweep varies or fixes, in the settings' order."""
+        swept = [name for role in (AXIS, SCALAR) for name in RunConfig.fields_swept(role)]
+        return [*_HEAD, *(COLUMN.get(name, name) for name in swept)]
 
     def params(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The cell's parameters (:meth:`columns`), the sweep table's leading columns."""
+        s = self.settings
+        head = (self.trace, s.rate_scale, s.seed, self.policy, self.profile)
+        swept = [getattr(s, name) for role in (AXIS, SCALAR)
+                 for name in RunConfig.fields_swept(role)]
+        return dict(zip(self.columns(), [*head, *swept], strict=True))
 
     def run_config(self) -> RunConfig:
-        """The cell's settings as the run configuration every entry point shares
-        (checked: a cell's own bad value is a one-line error naming the flag, which a
-        sweep spells as ``nightjar sim`` does)."""
-        from nightjar.run.config import RunConfig, flag_of
+        """The cell's settings, checked (a cell's own bad value is a one-line error
+        naming the flag, which a sweep spells as ``nightjar sim`` does)."""
+        from nightjar.run.config import flag_of
 
-        return RunConfig.build({
-            "policies": (self.policy,), "seed": self.seed, "rate_scale": self.rate_scale,
-            "gamma_max": self.gamma_max,
-            "prior": self.prior, "draft_kv": self.draft_kv, "acceptance": self.acceptance_model,
-            "offload": self.offload, "reload": self.reload, "engine": self.engine,
-            "max_num_seqs": self.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "max_model_len": self.max_model_len, "on_unfit": self.on_unfit, "oracle": False,
-            "slo_ttft": self.slo_ttft, "slo_tpot": self.slo_tpot,
-        }, spell=flag_of)
+        return RunConfig.build(self.settings.values(), spell=flag_of)
 
     def key(self, trace_digest: str, profile_digest: str) -> str:
         """The cell's identity: its parameters, the exact trace and profile contents,
@@ -123,14 +126,14 @@ def run_cell(task: CellTask) -> dict[str, Any]:
     """Simulate one cell and return its table row (cell parameters + every summary column)."""
     from nightjar.results.metrics import summarize
     from nightjar.results.regret import bound_regret_pct
-    from nightjar.sim import OnUnfit, simulate
+    from nightjar.run.prepare import prepare
 
     cell = task.cell
-    config = cell.run_config()
-    trace = _trace(task.trace_text, cell.trace, cell.seed).rate_scaled(config.rate_scale)
-    profile = _profile(task.profile_text, cell.profile)
-    result = simulate(trace, profile, cell.policy, config.sim_config(profile.drafter),
-                      on_unfit=OnUnfit(config.on_unfit), prior=config.prior)
+    trace = _trace(task.trace_text, cell.trace, cell.seed)
+    run = prepare(cell.run_config(), trace, _profile(task.profile_text, cell.profile),
+                  checked=True)
+    config, trace = run.config, run.trace
+    (result,) = run.simulate()
     summary = summarize(result, config.slo()).as_dict()
     summary.pop("policy")
     summary.pop("engine")

@@ -8,7 +8,6 @@ grid in the same folder computes only its new cells.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -66,10 +65,11 @@ def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, A
     """What every cell will run, checked before the first one does: each trace at each
     seed and rate scale is a valid trace, and each of its requests can ever run on each
     profile under each cell's memory settings (or ``--on-unfit skip`` leaves it out)."""
+    from nightjar.run.prepare import settle
     from nightjar.sim import OnUnfit, servable
     from nightjar.sweep.cell import _trace
 
-    fits = {(c.profile, c.offload, c.max_model_len): c for c in spec.cells()}
+    fits = {(c.profile, c.settings.offload, c.settings.max_model_len): c for c in spec.cells()}
     for name, text in traces.items():
         for seed in spec.axes["seeds"]:
             trace = _trace(text, name, seed)
@@ -80,7 +80,7 @@ def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, A
                     raise NightjarInputError(
                         f"--rate-scale {scale:g} on trace {name}: {exc}") from None
             for (pname, _, _), cell in fits.items():
-                cfg = cell.run_config().sim_config(profiles[pname].drafter)
+                cfg = settle(cell.run_config(), profiles[pname], checked=True).knobs
                 try:
                     servable(trace, profiles[pname], cfg, OnUnfit(spec.on_unfit))
                 except NightjarInputError as exc:
@@ -95,6 +95,7 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
     from nightjar.core.policy import PolicyEnv
     from nightjar.policies.registry import make_policy
     from nightjar.profile.priors import parse_prior
+    from nightjar.run.prepare import settle
 
     for name, profile in profiles.items():
         for g in spec.axes["gamma_max"]:
@@ -109,10 +110,9 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
         if ident in seen:
             continue
         seen.add(ident)
-        config = cell.run_config()
         profile = profiles[cell.profile]
         try:
-            config.check_profile(profile)
+            config = settle(cell.run_config(), profile).config
         except NightjarInputError as exc:
             raise NightjarInputError(f"profile {cell.profile}: {exc}") from None
         # As the cell will build it: planning with its prior (``none``: no table).
@@ -191,7 +191,7 @@ def run_sweep(
 
     run_tasks(todo, jobs=jobs, ray=ray, done=done)
     # The full-system regret is across cells: each against its group's static cells.
-    axes = [f.name for f in dataclasses.fields(Cell)]
+    axes = Cell.columns()
     finished = add_to_rows([rows[t.key] for t in tasks if t.key in rows], axes)
     frame = table_frame(finished)
     paths = write_table(out, finished)

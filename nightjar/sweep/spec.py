@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import itertools
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,35 +22,37 @@ from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.profile.profile import DEFAULT_PROFILE
 from nightjar.reading import as_path, loads_toml, read_text
+from nightjar.run.config import AXIS, SCALAR, RunConfig, offload_mode
 from nightjar.run.config import CHOICES as RUN_CHOICES
-from nightjar.run.config import RunConfig, offload_mode
 from nightjar.sweep.cell import Cell
 
 _D = RunConfig()  # the defaults every entry point shares (nightjar.run.config)
 CHOICES = {name: choices for name, choices in RUN_CHOICES.items() if name != "on_unfit"}
-# Axis name -> (element type, default values). The order is the grid's nesting order
-# (the last axis varies fastest), which is also the row order of the table.
+_TYPES = typing.get_type_hints(RunConfig)
+
+
+def _element(name: str) -> type:
+    """A setting's value type, None taken off (``max_model_len``: an int or absent)."""
+    args = [a for a in typing.get_args(_TYPES[name]) if a is not type(None)]
+    return args[0] if args else _TYPES[name]  # type: ignore[no-any-return]
+
+
+# Axis name -> (element type, default values), made from RunConfig's fields: every
+# setting a sweep varies (AXIS), framed by the trace and profile and by the three the
+# grid names itself. The order is the grid's nesting order (the last axis varies
+# fastest), which is also the row order of the table.
 AXES: dict[str, tuple[type, tuple[Any, ...]]] = {
     "trace": (str, ("burst",)),
     "profile": (str, (DEFAULT_PROFILE,)),
-    "offload": (str, (_D.offload,)),
-    "reload": (str, (_D.reload,)),
-    "draft_kv": (str, (_D.draft_kv,)),
-    "acceptance": (str, (_D.acceptance,)),
-    "gamma_max": (int, (_D.gamma_max,)),
-    "max_num_seqs": (int, (_D.max_num_seqs,)),
-    "max_num_batched_tokens": (int, (_D.max_num_batched_tokens,)),
-    "engine": (str, (_D.engine,)),
-    "prior": (str, (_D.prior,)),
-    # None: no limit beyond the KV cache (a TOML file cannot spell None: leave it out).
-    "max_model_len": (int, (_D.max_model_len,)),
-    "rate_scale": (float, (1.0,)),
+    # max_model_len None: no limit beyond the KV cache (a TOML file cannot spell None:
+    # leave it out).
+    **{name: (_element(name), (getattr(_D, name),)) for name in RunConfig.fields_swept(AXIS)},
+    "rate_scale": (float, (_D.rate_scale,)),
     "policy": (str, _D.policies),
-    "seeds": (int, (0,)),
+    "seeds": (int, (_D.seed,)),
 }
 # One value for the whole sweep (part of every cell's identity).
-SCALARS: dict[str, Any] = {"slo_ttft": _D.slo_ttft, "slo_tpot": _D.slo_tpot,
-                           "on_unfit": _D.on_unfit}
+SCALARS: dict[str, Any] = {name: getattr(_D, name) for name in RunConfig.fields_swept(SCALAR)}
 KEYS = tuple(AXES) + tuple(SCALARS)
 # More cells than this is a typo (seeds = 1000000000), not a sweep: at a second or more
 # per cell it would run for days, and listing the grid alone would exhaust memory.
@@ -65,21 +68,18 @@ class SweepSpec:
     on_unfit: str = _D.on_unfit
 
     def cells(self) -> list[Cell]:
+        """Every point of the grid, unchecked (the sweep's plan checks each distinct
+        one: a million cells must not each pay for the checks)."""
         names = list(AXES)
+        swept = RunConfig.fields_swept(AXIS)
+        fixed: dict[str, Any] = {"on_unfit": self.on_unfit, "slo_ttft": self.slo.ttft_s,
+                 "slo_tpot": self.slo.tpot_s, "oracle": False}
         out: list[Cell] = []
         for combo in itertools.product(*(self.axes[n] for n in names)):
             v = dict(zip(names, combo, strict=True))
-            out.append(
-                Cell(
-                    trace=v["trace"], rate_scale=v["rate_scale"], seed=v["seeds"],
-                    policy=v["policy"], profile=v["profile"], offload=v["offload"],
-                    reload=v["reload"], draft_kv=v["draft_kv"], acceptance_model=v["acceptance"],
-                    gamma_max=v["gamma_max"], max_num_seqs=v["max_num_seqs"],
-                    max_num_batched_tokens=v["max_num_batched_tokens"],
-                    engine=v["engine"], prior=v["prior"], max_model_len=v["max_model_len"],
-                    on_unfit=self.on_unfit, slo_ttft=self.slo.ttft_s, slo_tpot=self.slo.tpot_s,
-                )
-            )
+            settings = RunConfig(**{n: v[n] for n in swept}, **fixed, policies=(v["policy"],),
+                                 seed=v["seeds"], rate_scale=v["rate_scale"])
+            out.append(Cell(trace=v["trace"], profile=v["profile"], settings=settings))
         return out
 
     def to_json(self) -> dict[str, Any]:
