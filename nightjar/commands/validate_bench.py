@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,6 @@ from nightjar.run.config import flag_of
 
 if TYPE_CHECKING:
     from nightjar.profile.profile import Profile
-    from nightjar.results.bench import RoundRun
 
 
 def run_bench_validation(args: argparse.Namespace) -> int:
@@ -41,6 +39,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     from nightjar.commands.validate_common import table as _table
     from nightjar.fidelity.agreement import JUDGED, bench_agreement
     from nightjar.fidelity.compare import step_replay, trace_of
+    from nightjar.fidelity.time_base import replay_by_kind, time_base_line, time_bases
     from nightjar.live.binding import binding_from_json
     from nightjar.profile.profile import load_profile
     from nightjar.results.bench import BENCH_FILE, read_bench
@@ -79,7 +78,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out, args.force)
     sync = config.draft_kv == "sync"
-    bases = _time_bases(record.runs, profile, sync) if args.time_base == "round" else {}
+    bases = time_bases(record.runs, profile, sync) if args.time_base == "round" else {}
     scaled: dict[float, Profile] = {}
     sims: dict[tuple[int, str], dict[str, float]] = {}
     replays = []
@@ -97,8 +96,8 @@ def run_bench_validation(args: argparse.Namespace) -> int:
                   f"{', '.join(str(p) for p in meta.get('policies') or [])}; "
                   f"profile {profile.name}")
     if bases:
-        console.print(_time_base_line(bases, record.runs))
-    replay = _replay_by_kind(pd.concat(replays, ignore_index=True))
+        console.print(time_base_line(bases, record.runs))
+    replay = replay_by_kind(pd.concat(replays, ignore_index=True))
     console.print(_table(replay, "every live step priced by the simulator, per kind "
                          "(error of the total, mean ± 95% over the rounds)"))
     console.print(_table(_errors_view(agree.errors), "simulated vs live per policy and metric "
@@ -127,70 +126,6 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     if args.out is not None:
         console.print(f"wrote {args.out}/")
     return 0
-
-
-def _time_bases(runs: Sequence[RoundRun], profile: Profile, sync: bool
-                ) -> dict[tuple[int, str], float]:
-    """(round, label) -> the factor the run is priced at: the mean time base of its
-    round's reference runs (the noise twins), the other twin's for a twin."""
-    from nightjar.fidelity.compare import priced_steps, time_base
-    from nightjar.results.bench import labels_of, noise_pair
-
-    pair = noise_pair(labels_of(runs))
-    if pair is None:
-        raise NightjarInputError("--time-base round needs the benchmark's noise twin (one "
-                                 "policy run twice a round, as `nightjar bench live` does)")
-    own = {(r.round, r.label): time_base(priced_steps(r.result, profile, sync))
-           for r in runs if r.label in pair}
-    out = {}
-    for r in runs:
-        refs = [own.get((r.round, x), math.nan) for x in pair if x != r.label]
-        refs = [f for f in refs if math.isfinite(f) and f > 0]
-        if not refs:
-            raise NightjarInputError(f"--time-base round: round {r.round}'s reference runs "
-                                     f"({', '.join(pair)}) ran no pure decode step")
-        out[(r.round, r.label)] = sum(refs) / len(refs)
-    return out
-
-
-def _time_base_line(bases: dict[tuple[int, str], float], runs: Sequence[RoundRun]) -> str:
-    """Per round: the factor its runs are priced at, and each twin's own time base (the
-    factor the other twin is priced at)."""
-    from nightjar.results.bench import labels_of, noise_pair
-
-    a, b = noise_pair(labels_of(runs)) or ("", "")
-
-    def own(r: int, twin: str, other: str) -> str:
-        # A round may lack a twin (a run left out): its own base is then unknown.
-        f = bases.get((r, other))
-        return f"{twin} x{f:.3f}" if f is not None and (r, twin) in bases else f"{twin} -"
-
-    parts = []
-    for r in sorted({r for r, _ in bases}):
-        # Every other run of the round is priced at the twins' mean.
-        round_bases = [f for (q, label), f in bases.items() if q == r]
-        others = [f for (q, label), f in bases.items() if q == r and label not in (a, b)]
-        mean = others[0] if others else sum(round_bases) / len(round_bases)
-        parts.append(f"round {r} x{mean:.3f} ({own(r, a, b)}, {own(r, b, a)})")
-    return "time base (each round's runs priced on the profile times it): " + "; ".join(parts)
-
-
-def _replay_by_kind(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per policy and step kind: steps, live and priced seconds over every round, and the
-    error of each round's total, as a mean with its 95% interval."""
-    from nightjar.results.stats import mean_interval
-
-    rows = []
-    for (policy, kind), g in frame.groupby(["policy", "kind"], sort=False):
-        iv = mean_interval(g["total_error_pct"].tolist())
-        live, priced = float(g["live_s"].sum()), float(g["priced_s"].sum())
-        rows.append({"policy": policy, "kind": kind, "steps": int(g["steps"].sum()),
-                     "live_s": live, "priced_s": priced,
-                     "error_pct": 100.0 * (priced / live - 1.0) if live else math.nan,
-                     "per_round": iv.format("{:+.1f}"),
-                     "median_step_error_pct": float(g["median_error_pct"].median()),
-                     "at_edge": int(g["at_edge"].sum())})
-    return pd.DataFrame(rows)
 
 
 def _errors_view(errors: pd.DataFrame) -> pd.DataFrame:
