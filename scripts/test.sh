@@ -24,7 +24,10 @@ live_pid=""
 if [ "${1:-}" != "--core-only" ]; then
     live_log="$(mktemp -t nightjar-install-live.XXXXXX)"
     echo "== installing the live venv in the background ($live_log)"
-    bash scripts/install-live.sh "$live_venv" >"$live_log" 2>&1 &
+    # Then vLLM 0.33's and 0.34's sources (~0.6 GB), for the scheduler-driven tests.
+    { bash scripts/install-live.sh "$live_venv" \
+        && PYTHON="$live_venv/bin/python" bash scripts/install-vllm-releases.sh; } \
+        >"$live_log" 2>&1 &
     live_pid=$!
 fi
 # A failure below must not leave the install running behind the script.
@@ -101,6 +104,8 @@ if [ "${1:-}" = "--live-under-load" ]; then
     load=(bash scripts/with-load.sh -n 2)
     echo "== (with two CPU-bound processes beside them)"
 fi
+# A release whose sources are missing fails its scheduler-driven tests, never skips.
+export NIGHTJAR_REQUIRE_RELEASES=1
 # Absolute: the suite starts servers and engines in other working directories.
 iomp="$(find "$PWD/$live_venv" -name 'libiomp5.so' | head -n 1)"
 LD_PRELOAD="$iomp" run_pytest "${load[@]}" "$live_venv/bin/pytest" -m "live and not alone" \

@@ -94,6 +94,10 @@ def test_equal_neighbours_merge() -> None:
         (["--gamma-max", "9"], "exceeds the profile's table"),
         (["--speculative-config", "[1]"], "must be a JSON object"),
         (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--vllm", "0.31.0"], "supports vLLM 0.32.0, 0.33.0, 0.34.0 only"),
+        # vLLM's V1 runner keeps a static K for a suffix drafter whatever the table says.
+        (["--vllm", "0.33.0", "--speculative-config", '{"method": "suffix"}'],
+         "ignores num_speculative_tokens_per_batch_size for the 'suffix' method"),
     ],
 )
 def test_bad_input(flags: list[str], needle: str, capsys: Any) -> None:

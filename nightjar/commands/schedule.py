@@ -16,6 +16,7 @@ from typing import Any
 
 from nightjar.commands.run_flags import add_run_flags, run_config
 from nightjar.errors import NightjarInputError
+from nightjar.live.vllm_family import Family
 from nightjar.profile.profile import DEFAULT_PROFILE
 from nightjar.run.config import flag_of
 
@@ -45,6 +46,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--speculative-config", default=None, metavar="JSON",
                    help="your vLLM speculative config (method, model, ...); the table is "
                    "merged into it")
+    p.add_argument("--vllm", default=None, metavar="VERSION",
+                   help="the vLLM release the table is for (default: the installed one, "
+                   "else the newest supported); a drafter it ignores the table for is refused")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     p.add_argument("--quiet", action="store_true", help="no search progress on stderr")
     p.set_defaults(func=run)
@@ -71,6 +75,25 @@ def _base_config(text: str | None) -> dict[str, Any]:
     return data
 
 
+def _target_family(version: str | None, method: str) -> Family:
+    """The release family the table is for; refuses a method it ignores the table for
+    (vLLM's V1 runner keeps a static K for it and only warns in its log)."""
+    from nightjar.live.version import installed_vllm_version
+    from nightjar.live.vllm_family import SUPPORTED_VLLM, family_of
+
+    found = version or installed_vllm_version()
+    if version is None and (found is None or found.split("+")[0] not in SUPPORTED_VLLM):
+        found = SUPPORTED_VLLM[-1]
+    family = family_of(found or SUPPORTED_VLLM[-1])
+    if not family.honours_table(method):
+        raise NightjarInputError(
+            f"vLLM {found} ignores num_speculative_tokens_per_batch_size for the "
+            f"{method!r} method (its V1 runner keeps a static K): use vLLM 0.34 "
+            "(--vllm 0.34.0) or nightjar live"
+        )
+    return family
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -85,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     base = _base_config(args.speculative_config)
     config = run_config(args, only=FIELDS)
     profile = load_profile(args.profile or DEFAULT_PROFILE)
+    _target_family(args.vllm, str(base.get("method") or profile.drafter))
     settled = settle(config, profile, gamma_given=args.gamma_max is not None, spell=flag_of)
     config = settled.config
     search = TableSearch(profile, load_trace(args.trace), settled.knobs, args.metric,

@@ -22,6 +22,8 @@ from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
 from nightjar.errors import NightjarInputError
 from nightjar.live.binding import Binding, apply_binding, rank_groups
 from nightjar.live.settings import LiveSettings
+from nightjar.live.version import installed_family
+from nightjar.live.vllm_family import declared_arms
 
 SCHEDULER = "nightjar.live.plugins.scheduler.NightjarScheduler"
 ASYNC_SCHEDULER = "nightjar.live.plugins.scheduler.NightjarAsyncScheduler"
@@ -36,8 +38,10 @@ WORKER_GRACE_S = 20
 
 def prepare_env() -> None:
     """Set the process environment vLLM reads at import time (call before importing vllm)."""
-    # Per-step K for draft models only works in the V1 model runner.
-    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    # The runner Nightjar drives on this release (V1 on 0.32/0.33: per-step K for
+    # draft models works only there; 0.34 has only V2 and refuses the variable).
+    for name, value in installed_family().engine_env:
+        os.environ[name] = value
     # Without nightjar.live.logs.configured (the CLI uses it), warnings only.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     # The engine core waits this long for its workers to exit before it signals and
@@ -165,6 +169,7 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
             f"--tensor-parallel-size must be >= 1, got {spec.tensor_parallel_size}"
         )
     cpu = is_cpu()
+    family = installed_family()
     prepare_parallel_env(spec.tensor_parallel_size)
     settings = spec.settings
     if not spec.speculates and settings.gamma_max != 0:
@@ -180,12 +185,13 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
         "enforce_eager": spec.enforce_eager,
         "seed": settings.seed,
         "scheduler_cls": ASYNC_SCHEDULER if spec.async_scheduling and not cpu else SCHEDULER,
-        "worker_cls": WORKER,
         "additional_config": settings.to_additional_config(),
         # Prefix caching would let a repeated prompt skip prefill and blur timing.
         "enable_prefix_caching": False,
         "use_tqdm_on_load": spec.load_progress,
     }
+    if family.worker:
+        kwargs["worker_cls"] = WORKER
     if spec.tensor_parallel_size > 1:
         kwargs["tensor_parallel_size"] = spec.tensor_parallel_size
     if not cpu:
@@ -199,9 +205,13 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
     if spec.max_num_batched_tokens is not None:
         kwargs["max_num_batched_tokens"] = spec.max_num_batched_tokens
     if spec.speculates and settings.gamma_max > 0:
-        kwargs["speculative_config"] = spec.speculative_config(
-            spec.spec_tokens or settings.gamma_max
-        )
+        k = spec.spec_tokens or settings.gamma_max
+        kwargs["speculative_config"] = spec.speculative_config(k)
+        if family.runner == "V2" and not cpu:
+            # FULL CUDA graphs for every arm Nightjar may choose (vllm_family).
+            kwargs["speculative_config"]["num_speculative_tokens_per_batch_size"] = (
+                declared_arms(k, spec.max_num_seqs)
+            )
     kwargs.update(spec.engine_args)
     if "additional_config" in spec.engine_args:
         # The user's own keys, and Nightjar's settings under its key.

@@ -12,8 +12,9 @@ NO_SPEC_KEY = "nightjar_no_spec"
 
 
 def opted_out(request: Any) -> bool:
-    params = getattr(request, "sampling_params", None)
-    extra = getattr(params, "extra_args", None) if params is not None else None
+    # Every supported release has both fields (a pooling request has no params).
+    params = request.sampling_params
+    extra = params.extra_args if params is not None else None
     if not extra:
         return False
     value = extra.get(NO_SPEC_KEY)

@@ -27,9 +27,6 @@ CONFIG_ENV = "NIGHTJAR_CONFIG"
 # What a drop-in engine runs when its settings name no policy (``--serve``'s default).
 DROP_IN_POLICY = "nightjar"
 
-# The only vLLM release whose private scheduler/worker internals this package
-# has been checked against; others fail fast with a clear message.
-SUPPORTED_VLLM = ("0.32.0",)
 
 
 @dataclass(frozen=True, slots=True)

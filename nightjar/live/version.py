@@ -1,9 +1,10 @@
-"""The vLLM version gate: nightjar.live patches private internals of one release."""
+"""The vLLM version gate: nightjar.live patches private internals of known releases
+(:mod:`nightjar.live.vllm_family`)."""
 
 from __future__ import annotations
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.settings import SUPPORTED_VLLM
+from nightjar.live.vllm_family import Family, family_of
 
 
 def installed_vllm_version() -> str | None:
@@ -26,10 +27,10 @@ def check_vllm_version(version: str | None = None) -> str:
             "nightjar live needs vLLM, which is not installed "
             "(see docs/live.md or scripts/install-live.sh)"
         )
-    base = found.split("+", 1)[0]
-    if base not in SUPPORTED_VLLM:
-        raise NightjarInputError(
-            f"nightjar live supports vLLM {', '.join(SUPPORTED_VLLM)} only, found {found} "
-            "(it relies on private scheduler and worker internals)"
-        )
+    family_of(found)
     return found
+
+
+def installed_family() -> Family:
+    """The family of the installed vLLM (the gate's check first)."""
+    return family_of(check_vllm_version())

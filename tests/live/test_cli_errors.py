@@ -71,7 +71,8 @@ def test_draft_vocabulary_mismatch(capsys: Any, fake_vllm: None, tmp_path: Path)
 
 def test_unsupported_vllm_version(capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("nightjar.live.version.installed_vllm_version", lambda: "0.9.1")
-    _fails(capsys, ["live", "--model", "x", "--trace", "x"], "supports vLLM 0.32.0 only")
+    _fails(capsys, ["live", "--model", "x", "--trace", "x"],
+           "supports vLLM 0.32.0, 0.33.0, 0.34.0 only")
 
 
 def test_gamma_max_above_engine(capsys: Any, fake_vllm: None) -> None:

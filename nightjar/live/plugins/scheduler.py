@@ -14,9 +14,10 @@ message (:mod:`nightjar.live.wire`) the worker reads from the step's
 request and the step's wall time, reports the outcome to the driver, and writes the
 step to the step log.
 
-Works with the V1 model runner only: the V2 runner ignores a per-step K for
-``draft_model`` drafters (only verification shrinks). ``nightjar.live.engine_spec``
-sets ``VLLM_USE_V2_MODEL_RUNNER=0``.
+What differs between vLLM releases (the runner, the output fields) is read through
+:mod:`nightjar.live.vllm_family`, which the constructor checks first: on vLLM 0.32
+and 0.33 the V1 model runner (the V2 runner there ignores a per-step K for draft
+models), on 0.34 the V2 runner, where the draft's memory is not yet Nightjar's.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from nightjar.core.driver import StepDriver
 from nightjar.core.memory import Action
 from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext
+from nightjar.live.family_checks import refuse_on_family
 from nightjar.live.optout import withhold_opted_out
 from nightjar.live.plugins.stepstats import StepStats, emitted_tokens
 from nightjar.live.profiling.latency import Clamped, load_latency
@@ -50,17 +52,9 @@ from nightjar.live.settings import LiveSettings
 from nightjar.live.startup import reports_startup_errors
 from nightjar.live.state import StateWriter
 from nightjar.live.steplog import StepLog
-from nightjar.live.version import check_vllm_version
+from nightjar.live.vllm_family import running_family
 from nightjar.live.wire import attach, message_of
 from nightjar.policies.registry import make_policy
-
-
-def _uses_v2_runner(vllm_config: Any) -> bool:
-    from vllm.platforms import current_platform
-
-    # The CPU worker always runs the V1 (CPU) model runner.
-    v2 = bool(getattr(vllm_config, "use_v2_model_runner", False))
-    return v2 and not current_platform.is_cpu()
 
 
 def engine_facts(vllm_config: Any) -> dict[str, Any]:
@@ -90,7 +84,9 @@ class NightjarSchedulerMixin:
 
     @reports_startup_errors  # type: ignore[untyped-decorator, unused-ignore]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        check_vllm_version()
+        # Before vLLM builds anything: on a release Nightjar does not know, every
+        # internal below may mean something else.
+        self.nj_family = running_family()
         super().__init__(*args, **kwargs)
         sched: Any = self
         self.nj = LiveSettings.for_engine(
@@ -104,11 +100,7 @@ class NightjarSchedulerMixin:
         moves = nj.memory is not None or nj.forced_residency or nj.forced_residency_ms
         if moves and not kind.own_weights:
             raise ValueError(f"nightjar: offload asked for, but {offload_refusal(kind.name)}")
-        if _uses_v2_runner(sched.vllm_config):
-            raise ValueError(
-                "nightjar: vLLM's V2 model runner ignores a per-step K for draft models and "
-                "Nightjar's worker wraps the V1 runner's drafter: set VLLM_USE_V2_MODEL_RUNNER=0"
-            )
+        refuse_on_family(self.nj_family, self.nj, kind, sched.vllm_config)
         if self.nj.gamma_max > sched.num_spec_tokens:
             # vLLM sizes its draft buffers for num_speculative_tokens; it can run
             # shorter lengths per step, never longer ones.
@@ -218,11 +210,11 @@ class NightjarSchedulerMixin:
             ),
             max_num_seqs=self._nj_lookup_len - 1,
             block_size=int(sched.block_size),
-            draft_slots=int(getattr(spec, "max_num_new_slots_for_drafting", 0) or 0),
+            draft_slots=self.nj_family.draft_slots(spec),
         )
         running = (
             int(r.num_tokens_with_spec)
-            + int(getattr(r, "num_output_placeholders", 0))
+            + int(r.num_output_placeholders)
             - int(r.num_computed_tokens)
             for r in sched.running
         )
@@ -302,7 +294,9 @@ class NightjarSchedulerMixin:
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         sched: Any = self
         outcome = self.nj_stats.end(
-            scheduler_output, model_runner_output, sched.num_sampled_tokens_per_step
+            scheduler_output,
+            self.nj_family.sampled_by_request(model_runner_output),
+            sched.num_sampled_tokens_per_step,
         )
         if outcome is not None:
             # Before vLLM frees this step's finished requests, whose blocks it used.
@@ -331,6 +325,7 @@ class NightjarSchedulerMixin:
                 chosen_gamma=chosen,
                 priced_batch=stats.last_priced_batch,
                 scheduled=stats.last_scheduled,
+                unread=stats.last_unread,
             )
             self.nj_state.step(record, chosen, self.nj_residency.ballast.held)
             if step_outcome is not None:

@@ -4,13 +4,19 @@ Lag convention (documented in docs/live-internals.md): the K set at step t is dr
 end of t and verified in t+1. A step's record reports the gamma *verified* in it
 (set one step earlier), so that ``gamma``, ``drafted`` and ``accepted`` on one row
 belong together, like the simulator's rows; the policy's raw choice at the step is
-logged next to it as ``chosen_gamma``. Pure Python over duck-typed vLLM objects.
+logged next to it as ``chosen_gamma``. Pure Python over duck-typed vLLM objects; the
+sampled tokens arrive already read through :mod:`nightjar.live.vllm_family`.
+
+A request that was verifying drafts but whose sampled tokens the output does not
+carry is *unread*: its drafts count neither as drafted nor as rejected (a zero there
+would teach the policy that speculation never pays), and the step log says how many.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +45,7 @@ class StepStats:
         # vLLM scheduled in it (the step log keeps both, to check the admission count).
         self.last_priced_batch = 0
         self.last_scheduled = 0
+        self.last_unread = 0  # requests with drafts whose sampled tokens were not read
 
     def begin(
         self, out: Any, ctx: StepContext, *, chosen: int, gamma: int, clamped: bool, state: str
@@ -46,7 +53,7 @@ class StepStats:
         self._pending.append(_Pending(ctx.now, ctx, chosen, gamma, clamped, state))
 
     def end(
-        self, out: Any, mro: Any, num_sampled: int
+        self, out: Any, sampled: Mapping[str, Sequence[int]], num_sampled: int
     ) -> tuple[StepRecord, StepOutcome | None, float, int] | None:
         if not self._pending:
             return None
@@ -54,21 +61,21 @@ class StepStats:
         step_time = time.monotonic() - p.start
         self.last_priced_batch = p.ctx.batch_size
         self.last_scheduled = len(out.num_scheduled_tokens)
-        index = getattr(mro, "req_id_to_index", None) or {}
-        sampled = getattr(mro, "sampled_token_ids", None) or []
         spec_tokens = out.scheduled_spec_decode_tokens
-        batch = prefill = drafted = accepted = 0
+        batch = prefill = drafted = accepted = unread = 0
         req_ids: list[int] = []
         per_drafted: list[int] = []
         per_accepted: list[int] = []
         for req_id, n in out.num_scheduled_tokens.items():
             k = len(spec_tokens.get(req_id, ()))
-            i = index.get(req_id)
-            gen = list(sampled[i]) if i is not None and i < len(sampled) else []
+            gen = sampled.get(req_id)
             if n != 1 + k:
                 prefill += n
                 continue
             batch += 1
+            if k and gen is None:
+                unread += 1
+                k = 0
             acc = max(len(gen) - num_sampled, 0) if k and gen else 0
             drafted += k
             accepted += acc
@@ -78,6 +85,7 @@ class StepStats:
             req_ids.append(len(req_ids))
             per_drafted.append(k)
             per_accepted.append(acc)
+        self.last_unread = unread
         gamma, clamped = self._verified_gamma, self._verified_clamped
         self._verified_gamma, self._verified_clamped = p.gamma, p.clamped
         record = StepRecord(

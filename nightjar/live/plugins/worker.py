@@ -28,6 +28,7 @@ from vllm.logger import init_logger
 
 from nightjar.core.drafter import DRAFT_MODEL, DRAFTERS, DrafterKind, drafter_kind
 from nightjar.core.memory import Action
+from nightjar.errors import NightjarInputError
 from nightjar.live.kernels.compaction import Pair, remap_block_ids, remap_block_table
 from nightjar.live.kernels.ops import migrate_blocks
 from nightjar.live.residency.alias import (
@@ -40,6 +41,7 @@ from nightjar.live.residency.alias import (
 from nightjar.live.residency.coordinator import ballast_blocks
 from nightjar.live.residency.parking import WeightParking
 from nightjar.live.settings import LiveSettings
+from nightjar.live.vllm_family import running_family
 from nightjar.live.wire import message_of
 
 log = init_logger(__name__)
@@ -99,6 +101,19 @@ class NightjarWorkerMixin:
     _nj_transfers: dict[str, int] | None = None  # transfers started, per kind
     _nj_failed: frozenset[str] = frozenset()  # kinds whose failure was logged already
     _nj_reload_pending = False  # a reload failed: retry it before each step
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # vLLM builds the worker itself, also on the drop-in path with none of
+        # Nightjar's environment: refuse here, before anything loads, rather than
+        # wrap a drafter the release no longer has.
+        family = running_family()
+        if not family.worker:
+            raise NightjarInputError(
+                f"nightjar: Nightjar's worker does not run on vLLM "
+                f"{', '.join(family.releases)} yet (its V2 runner has no V1 drafter to "
+                "wrap): start vLLM without --worker-cls; the scheduler alone adapts K"
+            )
+        super().__init__(*args, **kwargs)
 
     def _nj_drafter(self) -> Any:
         runner: Any = getattr(self, "model_runner", None)
