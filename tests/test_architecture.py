@@ -222,3 +222,76 @@ def test_a_module_name_means_one_thing() -> None:
     twice = {name: paths for name, paths in seen.items()
              if len(paths) > 1 and name not in SHARED_BASENAMES}
     assert twice == {}
+
+
+# The profile format has one writer, nightjar/profile/document.py (docs/profiles.md):
+# elsewhere no code lays out a profile document's keys by hand. A document is known by
+# its version next to a key only profiles have, or by one of its tables (no other file
+# or setting of ours has these keys). nightjar/schemas/ names every key of the format to
+# describe it in the JSON Schema; it writes no document.
+_PROFILE_ONLY_KEYS = {"source", "command", "notes", "gpu", "target", "draft", "hardware",
+                      "roofline", "measured", "memory", "decode", "draft_forward", "prefill",
+                      "mixed", "wake", "acceptance", "drafter"}
+_PROFILE_TABLES = {"decode", "draft_forward", "prefill", "mixed", "wake"}
+_DESCRIBES_THE_PROFILE_FORMAT = {"nightjar.schemas"}
+
+
+def _keys_written(node: ast.AST) -> set[str]:
+    """String keys ``node`` writes into a dict: a literal, ``dict(k=...)``,
+    ``d.update(k=...)``, ``d.setdefault("k", ...)`` or ``d["k"] = ...``."""
+    if isinstance(node, ast.Dict):
+        return {k.value for k in node.keys if isinstance(k, ast.Constant)
+                and isinstance(k.value, str)}
+    if isinstance(node, ast.Call):
+        f = node.func
+        if (isinstance(f, ast.Name) and f.id == "dict") or (
+                isinstance(f, ast.Attribute) and f.attr in ("update", "setdefault")):
+            keys = {k.arg for k in node.keywords if k.arg is not None}
+            if isinstance(f, ast.Attribute) and f.attr == "setdefault" and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    keys.add(first.value)
+            return keys
+    if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+        return {node.slice.value}
+    return set()
+
+
+def hand_written_profile_keys(source: str) -> list[str]:
+    """``line: keys`` for each place ``source`` writes a profile document's keys."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        keys = _keys_written(node)
+        if ("format_version" in keys and keys & _PROFILE_ONLY_KEYS) or keys & _PROFILE_TABLES:
+            found.append(f"{getattr(node, 'lineno', 0)}: {sorted(keys)}")
+    return found
+
+
+def test_the_detector_knows_a_profile_document_written_by_hand() -> None:
+    assert hand_written_profile_keys('d = {"format_version": 1, "source": "measured"}')
+    assert hand_written_profile_keys('d["mixed"] = rows')
+    assert hand_written_profile_keys('d.update(draft_forward=rows)')
+    assert not hand_written_profile_keys('t = {"format_version": 1, "name": "a trace"}')
+
+
+def test_only_the_profile_family_writes_a_profile_document() -> None:
+    written = {
+        m: found for m, path in MODULES.items()
+        if _family(m) != "profile" and m not in _DESCRIBES_THE_PROFILE_FORMAT
+        and (found := hand_written_profile_keys(path.read_text(encoding="utf-8")))
+    }
+    assert written == {}, "write profiles through nightjar.profile.document"
+
+
+def test_both_profile_writers_go_through_the_document_module() -> None:
+    roofline = set().union(*(imports_of(m, deep=True) for m in MODULES
+                             if _family(m) == "roofline"))
+    assert "nightjar.profile.document" in roofline
+    assert "nightjar.profile.document" in imports_of("nightjar.live.profiling.profiler")
+    # One format version, defined once in the profile family.
+    defines = [m for m in MODULES if _family(m) == "profile" and any(
+        isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "FORMAT_VERSION" for t in node.targets)
+        for node in ast.parse(MODULES[m].read_text(encoding="utf-8")).body)]
+    assert defines == ["nightjar.profile.format"]

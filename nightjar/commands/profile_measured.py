@@ -105,17 +105,17 @@ def _base_profile(path: str | None) -> dict[str, Any] | None:
 
 def _with_mixed(base: dict[str, Any], plan: Any, rows: list[Any]) -> dict[str, Any]:
     """``base`` with the mixed table measured now; the command and notes say so."""
+    from nightjar.profile.document import MixedRow, with_mixed
+
     if not rows:
         raise NightjarInputError("--add-mixed-to: --mixed-batch-sizes/--mixed-tokens are empty")
-    out = dict(base)
-    out["mixed"] = rows
-    out["notes"] = (
+    notes = (
         f"{base.get('notes', '')} Mixed-step table added later by: {plan.command} "
         f"(at load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')}), "
         "each cell rescaled by this profile's decode step over the decode step measured "
         "in the same window."
     ).strip()
-    return out
+    return with_mixed(base, [MixedRow(*row) for row in rows], notes)
 
 
 def _refuse_inconsistent(data: dict[str, Any], bad: list[Any], out: Path, keep: bool) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 from nightjar.core.drafter import DRAFT_MODEL, DRAFTERS
 from nightjar.errors import NightjarInputError
 
+# The one version of the format this nightjar reads and writes (docs/profiles.md).
+FORMAT_VERSION = 1
 # "roofline": the uncalibrated model of earlier releases, still accepted.
 SOURCES = ("measured", "calibrated-roofline", "roofline")
 MEMORY_INT_FIELDS = (

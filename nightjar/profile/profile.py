@@ -47,10 +47,9 @@ from typing import Any
 
 from nightjar.errors import NightjarInputError
 from nightjar.profile.check import ProfileWarning, warning
-from nightjar.profile.format import parse_profile_dict
+from nightjar.profile.format import FORMAT_VERSION, parse_profile_dict
 from nightjar.reading import as_path, loads_json, read_text
 
-FORMAT_VERSION = 1
 DEFAULT_PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"
 _PACKAGE = "nightjar.profile.bundled"
 

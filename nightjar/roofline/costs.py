@@ -42,6 +42,8 @@ from typing import Any
 
 from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
 from nightjar.errors import NightjarInputError
+from nightjar.profile.document import DecodeRow, DraftForwardRow, PrefillRow, ProfileDocument
+from nightjar.profile.profile import MemoryFacts
 from nightjar.roofline.calibration.fits import fit_for, fit_name, fit_ridge, get_fit
 from nightjar.roofline.calibration.fitted import VIDUR_COMMIT
 from nightjar.roofline.calibration.ops import OpFit, elementwise_s, gemm_s
@@ -252,10 +254,6 @@ def estimate_activation_reserve(t: ModelArch, p: RooflineParams) -> int:
     return act + sampler + p.non_torch_bytes
 
 
-def _ms(x: float) -> float:
-    return round(x * 1e3, 5)
-
-
 def eager_params(p: RooflineParams) -> RooflineParams:
     """``--enforce-eager``: no CUDA graphs, every kernel launched from the host."""
     v = term_values(EAGER)
@@ -339,7 +337,8 @@ def build_profile(
     tp: int = 1,
     drafter: str = DRAFT_MODEL,
 ) -> dict[str, Any]:
-    """The profile JSON (format_version 1) the roofline predicts for this pair.
+    """The profile JSON the roofline predicts for this pair (laid out by
+    ``nightjar.profile.document``).
 
     Names are looked up in the catalogue; a ``GPU`` or ``ModelArch`` (``--gpu-spec``,
     ``--model-config``) is used as given. With ``tp`` > 1 every time and memory figure
@@ -372,30 +371,32 @@ def build_profile(
             for c in contexts:
                 ds, vs = cost.step(b, g, c), verify_s(gpu, t, p, b, g, c)
                 step = ds + vs + step_overhead_s(gpu, t, p, b, g)
-                decode.append([b, g, c, _ms(step), _ms(ds), _ms(vs)])
-    fwd = [[b, c, _ms(cost.forward(b, c))] for b in BATCH_GRID for c in contexts]
-    prefill = [[n, _ms(prefill_s(gpu, t, p, n)), _ms(cost.prefill(n))] for n in PREFILL_GRID]
+                decode.append(DecodeRow.from_seconds(b, g, c, step, ds, vs))
+    fwd = [DraftForwardRow.from_seconds(b, c, cost.forward(b, c))
+           for b in BATCH_GRID for c in contexts]
+    prefill = [PrefillRow.from_seconds(n, prefill_s(gpu, t, p, n), cost.prefill(n))
+               for n in PREFILL_GRID]
     dname = cost.arch.name if drafter == DRAFT_MODEL else drafter
     priors = (
         ACCEPTANCE_PRIORS.get((t.name, dname), {})
         if drafter == DRAFT_MODEL
         else KIND_PRIORS[drafter]
     )
-    memory: dict[str, Any] = {
-        "device_bytes": gpu.memory_bytes,
-        "gpu_memory_utilization": p.gpu_memory_utilization,
-        "target_weight_bytes": t.weight_bytes,
-        "draft_weight_bytes": cost.weight_bytes,
-        "activation_reserve_bytes": reserve,
-        "target_kv_bytes_per_token": t.kv_bytes_per_token,
-        "draft_kv_bytes_per_token": cost.kv_bytes_per_token,
-        "block_size": p.block_size,
-        "host_link_bytes_per_s": gpu.host_link_bytes_per_s,
-        "device_bandwidth_bytes_per_s": gpu.mem_bandwidth_bytes_per_s,
-    }
-    for key in ("kv_blocks_with_draft", "kv_blocks_without_draft", "max_model_len"):
-        if getattr(dep, key) is not None:
-            memory[key] = getattr(dep, key)
+    memory = MemoryFacts(
+        device_bytes=gpu.memory_bytes,
+        gpu_memory_utilization=p.gpu_memory_utilization,
+        target_weight_bytes=t.weight_bytes,
+        draft_weight_bytes=cost.weight_bytes,
+        activation_reserve_bytes=reserve,
+        target_kv_bytes_per_token=t.kv_bytes_per_token,
+        draft_kv_bytes_per_token=cost.kv_bytes_per_token,
+        block_size=p.block_size,
+        host_link_bytes_per_s=gpu.host_link_bytes_per_s,
+        device_bandwidth_bytes_per_s=gpu.mem_bandwidth_bytes_per_s,
+        kv_blocks_with_draft=dep.kv_blocks_with_draft,
+        kv_blocks_without_draft=dep.kv_blocks_without_draft,
+        max_model_len=dep.max_model_len,
+    )
     gpu_label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
     gpu_label = f"{gpu_label}-{dep.variant}" if dep.variant else gpu_label
     kind_notes = "" if drafter == DRAFT_MODEL else (
@@ -403,35 +404,32 @@ def build_profile(
         f"{drafter_kind(drafter).summary}; its costs and acceptance are modelled and "
         "assumed, not measured."
     )
-    out: dict[str, Any] = {
-        "format_version": 1,
-        "name": f"{gpu_label}/{t.name}+{dname}",
-        "source": "calibrated-roofline",
-        "command": command,
-        "notes": "Calibrated roofline model (nightjar.roofline), not a measurement of this "
+    return ProfileDocument(
+        name=f"{gpu_label}/{t.name}+{dname}",
+        source="calibrated-roofline",
+        command=command,
+        notes="Calibrated roofline model (nightjar.roofline), not a measurement of this "
         f"pair: kernel costs fitted to {_fit_source(p.op_fit)}{_ridge_note(gpu, p.op_fit)}; "
         f"attention analytic ({p.verify_attention} verify); "
         f"host overheads for {p.execution} execution, most of them assumed (sources in "
         "the roofline section and nightjar.roofline.calibration.overheads). Acceptance values are "
         "assumed priors, not measured." + kind_notes,
-        "gpu": gpu.name,
-        "target": t.name,
-        "draft": dname,
-        "hardware": {
+        gpu=gpu.name,
+        target=t.name,
+        draft=dname,
+        hardware={
             "description": gpu.description,
             "peak_flops": gpu.peak_flops,
             "target_hf_id": t.hf_id,
             "draft_hf_id": cost.arch.hf_id,
             **tp_metadata(gpu, t, tp),
         },
-        "roofline": asdict(p),
-        "memory": memory,
-        "decode": decode,
-        "draft_forward": fwd,
-        "prefill": prefill,
-        "acceptance": {w: {"mean": m, "concentration": k} for w, (m, k) in priors.items()},
-    }
-    if drafter != DRAFT_MODEL:
-        # Absent means a draft model: the bundled profiles stay as they were.
-        out["drafter"] = drafter
-    return out
+        roofline=asdict(p),
+        memory=memory,
+        decode=decode,
+        draft_forward=fwd,
+        prefill=prefill,
+        acceptance=priors,
+        # A draft model is the format's default: the document leaves the key out.
+        drafter=drafter,
+    ).to_json()

@@ -98,6 +98,7 @@ def profile_schema() -> dict[str, Any]:
     from nightjar.profile.format import (
         DECODE_COLUMNS,
         DRAFT_FORWARD_COLUMNS,
+        FORMAT_VERSION,
         MAX_BATCH_SIZE,
         MAX_CONCENTRATION,
         MAX_CONTEXT,
@@ -114,7 +115,6 @@ def profile_schema() -> dict[str, Any]:
         SOURCES,
         WAKE_COLUMNS,
     )
-    from nightjar.profile.profile import FORMAT_VERSION
 
     ms = {"type": "number", "minimum": 0, "maximum": MAX_MS}
     column = {

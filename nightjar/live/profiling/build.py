@@ -49,6 +49,15 @@ import numpy as np
 
 from nightjar.core.records import StepRecord
 from nightjar.errors import NightjarInputError
+from nightjar.profile.document import (
+    MS_DIGITS,
+    MS_PER_S,
+    DecodeRow,
+    DraftForwardRow,
+    PrefillRow,
+    to_ms,
+)
+from nightjar.profile.profile import MemoryFacts
 
 Record = tuple[str, float, float]
 MAX_CONCENTRATION = 1000.0
@@ -121,7 +130,7 @@ def attribute(run: EngineRun) -> list[_Timed]:
 
 
 def _median_ms(xs: list[float]) -> float:
-    return round(statistics.median(xs) * 1e3, 5)
+    return to_ms(statistics.median(xs))
 
 
 def decode_cells(
@@ -185,7 +194,7 @@ def wake_rows(run: EngineRun) -> list[list[float]]:
     if 0.0 not in samples:
         return []
     ref = statistics.median(samples.pop(0.0))
-    return [[pause, round(max(_median_ms(xs) - ref * 1e3, 0.0), 5)]
+    return [[pause, round(max(_median_ms(xs) - ref * MS_PER_S, 0.0), MS_DIGITS)]
             for pause, xs in sorted(samples.items())]
 
 
@@ -218,7 +227,7 @@ def mixed_cells(run: EngineRun) -> dict[tuple[int, int], MixedCell]:
             continue
         decode = _median_ms([s.step_time_s for s in plain[key]])
         ctx = [s.mean_context_len for s in plain[key] if s.mean_context_len == s.mean_context_len]
-        out[key] = MixedCell(round(max(_median_ms(xs) - decode, 0.0), 5), decode,
+        out[key] = MixedCell(round(max(_median_ms(xs) - decode, 0.0), MS_DIGITS), decode,
                              float(statistics.median(ctx)) if ctx else float("nan"), len(xs))
     return out
 
@@ -253,7 +262,7 @@ def mixed_rows_rebased(
     step, changes between sessions; the ratio of a mixed step to the decode step run
     just before it does not)."""
     return [
-        [b, n, round(c.added_ms * decode_ms(b, c.context) / c.decode_ms, 5)]
+        [b, n, round(c.added_ms * decode_ms(b, c.context) / c.decode_ms, MS_DIGITS)]
         for b, n, c in _mixed_grid(run, batch_sizes, tokens)
     ]
 
@@ -306,7 +315,7 @@ class Grid:
 
 def decode_rows(
     grid: Grid, nodraft: EngineRun, draft: EngineRun
-) -> tuple[list[Any], list[Any]]:
+) -> tuple[list[DecodeRow], list[DraftForwardRow]]:
     """The ``decode`` and ``draft_forward`` tables (full grids): gamma 0 from the no-draft
     engine, every other gamma and the synced draft pass from the draft engine."""
     cells = {g: decode_cells(nodraft if g == 0 else draft, g) for g in grid.gammas}
@@ -316,9 +325,9 @@ def decode_rows(
         for c in grid.contexts:
             for g in grid.gammas:
                 step, draft_ms, verify, _ = _need(cells[g], (b, c), f"B={b} gamma={g} context={c}")
-                decode.append([b, g, c, step, 0.0 if g == 0 else draft_ms, verify])
+                decode.append(DecodeRow(b, g, c, step, 0.0 if g == 0 else draft_ms, verify))
             draft1 = _need(fwd_cells, (b, c), f"draft-forward B={b} context={c}")[1]
-            fwd.append([b, c, draft1])
+            fwd.append(DraftForwardRow(b, c, draft1))
     return decode, fwd
 
 
@@ -331,16 +340,17 @@ def decode_counts(grid: Grid, nodraft: EngineRun, draft: EngineRun) -> list[list
             for b in grid.batch_sizes for c in grid.contexts for g in grid.gammas]
 
 
-def prefill_rows(nodraft: EngineRun, draft: EngineRun) -> list[list[float]]:
+def prefill_rows(nodraft: EngineRun, draft: EngineRun) -> list[PrefillRow]:
     target, draft_cells = prefill_cells(nodraft), prefill_cells(draft)
-    rows = [[n, target[n][0], draft_cells[n][1]] for n in sorted(set(target) & set(draft_cells))]
+    rows = [PrefillRow(n, target[n][0], draft_cells[n][1])
+            for n in sorted(set(target) & set(draft_cells))]
     if not rows:
         raise NightjarInputError("measured profile: no prefill step was measured cleanly")
     return rows
 
 
-def memory_facts(facts: dict[str, Any], blocks_with: int, blocks_without: int) -> dict[str, Any]:
-    """The profile's ``memory`` object, calibrated on the pool vLLM gave the draft engine.
+def memory_facts(facts: dict[str, Any], blocks_with: int, blocks_without: int) -> MemoryFacts:
+    """The profile's ``memory`` facts, calibrated on the pool vLLM gave the draft engine.
 
     Everything is read from the engine except ``activation_reserve_bytes``, the one
     calibrated input (as for the roofline profiles): it is set so that the profile's
@@ -355,15 +365,15 @@ def memory_facts(facts: dict[str, Any], blocks_with: int, blocks_without: int) -
     used = facts["target_weight_bytes"] + facts["draft_weight_bytes"]
     # The + 0.5 block keeps floor() at blocks_with despite float rounding.
     reserve = budget - used - (blocks_with + 0.5) * bs * (tkv + dkv)
-    return {
-        "device_bytes": int(facts["device_bytes"]),
-        "gpu_memory_utilization": float(facts["gpu_memory_utilization"]),
-        "target_weight_bytes": int(facts["target_weight_bytes"]),
-        "draft_weight_bytes": int(facts["draft_weight_bytes"]),
-        "activation_reserve_bytes": max(0, int(reserve)),
-        "target_kv_bytes_per_token": tkv,
-        "draft_kv_bytes_per_token": dkv,
-        "block_size": bs,
-        "host_link_bytes_per_s": float(facts["host_link_bytes_per_s"]),
-        "device_bandwidth_bytes_per_s": float(facts["device_bandwidth_bytes_per_s"]),
-    }
+    return MemoryFacts(
+        device_bytes=int(facts["device_bytes"]),
+        gpu_memory_utilization=float(facts["gpu_memory_utilization"]),
+        target_weight_bytes=int(facts["target_weight_bytes"]),
+        draft_weight_bytes=int(facts["draft_weight_bytes"]),
+        activation_reserve_bytes=max(0, int(reserve)),
+        target_kv_bytes_per_token=tkv,
+        draft_kv_bytes_per_token=dkv,
+        block_size=bs,
+        host_link_bytes_per_s=float(facts["host_link_bytes_per_s"]),
+        device_bandwidth_bytes_per_s=float(facts["device_bandwidth_bytes_per_s"]),
+    )

@@ -44,7 +44,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from nightjar.core.drafter import DRAFT_MODEL
 from nightjar.live.binding import current_binding
 from nightjar.live.load import LoadMeter
 from nightjar.live.profiling.build import (
@@ -71,6 +70,7 @@ from nightjar.live.profiling.session import (
     window_count,
 )
 from nightjar.profile.check import Inversion, inversions
+from nightjar.profile.document import MixedRow, ProfileDocument, WakeRow
 
 __all__ = ["PREFILL_PROMPT", "ProfilePlan", "measure_mixed", "measure_profile"]
 
@@ -107,7 +107,7 @@ def _warm_and_estimate(session: Session) -> float:
 def measure_profile(
     plan: ProfilePlan, progress: Progress | None = None, tick: Tick | None = None
 ) -> tuple[dict[str, Any], list[Inversion]]:
-    """Run both engines and return the profile JSON (format_version 1), with the decode
+    """Run both engines and return the profile JSON (nightjar.profile.document), with the decode
     cells that still contradict the cost model after ``plan.remeasure`` passes.
 
     ``progress`` gets a line per stage; ``tick`` is called after each measured window.
@@ -181,26 +181,21 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
     decode, fwd = decode_rows(grid, nodraft, draft)
     facts = draft.facts
     with_d, without = draft.pool_blocks, nodraft.pool_blocks
-    memory = memory_facts(facts, with_d, without)
     acc = acceptance([draft], "accept", plan.gamma_max)
     platform = str(facts["platform"])
     gpu = "cpu" if platform == "cpu" else _slug(str(facts["device_name"]))
-    # Absent means a draft model (the profile format's default).
-    kind = {} if plan.method == DRAFT_MODEL else {"drafter": plan.method}
-    return {
-        **kind,
-        "format_version": 1,
-        "name": f"{gpu}/{plan.target_name}+{plan.draft_name}",
-        "source": "measured",
-        "command": plan.command or "nightjar profile (called from Python)",
-        "notes": "Measured with vLLM (nightjar.live.profiling.profiler): two engines, every "
+    return ProfileDocument(
+        name=f"{gpu}/{plan.target_name}+{plan.draft_name}",
+        source="measured",
+        command=plan.command or "nightjar profile (called from Python)",
+        notes="Measured with vLLM (nightjar.live.profiling.profiler): two engines, every "
         "gamma interleaved step by step in the one with the draft; medians over every "
         f"clean step of {plan.repeats} repeat(s). Acceptance measured on "
         + ("the --prompts texts." if plan.prompts else "random token prompts."),
-        "gpu": gpu,
-        "target": plan.target_name,
-        "draft": plan.draft_name,
-        "hardware": {
+        gpu=gpu,
+        target=plan.target_name,
+        draft=plan.draft_name,
+        hardware={
             "platform": platform,
             "description": facts["device_name"],
             "cpu_model": facts["cpu_model"],
@@ -211,7 +206,7 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
             "target_path": plan.target,
             "draft_path": plan.draft,
         },
-        "measured": {
+        measured={
             "kv_blocks": {"with_draft": with_d, "without_draft": without},
             "kv_cache_bytes": plan.kv_cache_bytes,
             "max_model_len": plan.max_model_len,
@@ -226,21 +221,17 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
                         for label, r in runs.items()},
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
-        "memory": memory,
-        "decode": decode,
-        "draft_forward": fwd,
-        "prefill": prefill_rows(nodraft, draft),
-        **_mixed_table(plan, nodraft),
-        **({"wake": rows} if (rows := wake_rows(nodraft)) else {}),
-        "acceptance": {}
-        if acc is None
-        else {plan.workload: {"mean": round(acc[0], 4), "concentration": round(acc[1], 2)}},
-    }
-
-
-def _mixed_table(plan: ProfilePlan, run: EngineRun) -> dict[str, Any]:
-    rows = mixed_rows(run, plan.mixed_batch_sizes, plan.mixed_tokens)
-    return {"mixed": rows} if rows else {}
+        memory=memory_facts(facts, with_d, without),
+        decode=decode,
+        draft_forward=fwd,
+        prefill=prefill_rows(nodraft, draft),
+        mixed=[MixedRow(*row) for row in mixed_rows(nodraft, plan.mixed_batch_sizes,
+                                                     plan.mixed_tokens)],
+        wake=[WakeRow(*row) for row in wake_rows(nodraft)],
+        acceptance={} if acc is None else {plan.workload: (round(acc[0], 4), round(acc[1], 2))},
+        # A draft model is the format's default: the document leaves the key out.
+        drafter=plan.method,
+    ).to_json()
 
 
 def measure_mixed(
