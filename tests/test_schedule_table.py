@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import nightjar
 from nightjar.cli import main
 from nightjar.profile.profile import load_profile
 from nightjar.sim import SimConfig
@@ -83,6 +84,23 @@ def test_the_search_never_ends_worse_than_its_start(tmp_path: Path) -> None:
 def test_equal_neighbours_merge() -> None:
     rows = [(1, 3, 4), (4, 15, 4), (16, 63, 1), (64, 256, 1)]
     assert vllm_table(rows) == [[1, 15, 4], [16, 256, 1]]
+
+
+def test_out_never_replaces_a_file_unasked(tmp_path: Path, capsys: Any) -> None:
+    """Refused before the search: the trace itself, an existing file without --force,
+    a folder; the user's files are untouched."""
+    trace = tmp_path / "t.json"
+    trace.write_bytes((Path(nightjar.__file__).parent / "trace/bundled/burst.json").read_bytes())
+    kept = trace.read_bytes()
+    other = tmp_path / "table.json"
+    other.write_text("mine\n")
+    for out, needle in ((trace, "it is the input"), (other, "pass --force"),
+                        (tmp_path, "not a regular file")):
+        argv = ["schedule", "--profile", PROFILE, "--trace", str(trace), "--out", str(out)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and needle in err, err
+    assert trace.read_bytes() == kept and other.read_text() == "mine\n"
 
 
 @pytest.mark.parametrize(

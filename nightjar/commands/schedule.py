@@ -50,6 +50,7 @@ def add_parser(sub: Any) -> None:
                    help="the vLLM release the table is for (default: the installed one, "
                    "else the newest supported); a drafter it ignores the table for is refused")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument("--quiet", action="store_true", help="no search progress on stderr")
     p.set_defaults(func=run)
 
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from nightjar.profile.profile import load_profile
+    from nightjar.results.outdir import check_out_file, write_out_file
     from nightjar.run.prepare import settle
     from nightjar.sweep.table import METRICS, TableSearch, compare, search_table, vllm_table
     from nightjar.trace.trace import load_trace
@@ -107,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
     base = _base_config(args.speculative_config)
     config = run_config(args, only=FIELDS)
+    # Before the search: an --out that cannot be written, or that would replace a
+    # file without --force (the trace or profile included), is refused up front.
+    out_file = None if args.out is None else check_out_file(
+        args.out, args.force, inputs=[args.trace, args.profile or ""])
     profile = load_profile(args.profile or DEFAULT_PROFILE)
     _target_family(args.vllm, str(base.get("method") or profile.drafter))
     settled = settle(config, profile, gamma_given=args.gamma_max is not None, spell=flag_of)
@@ -134,6 +140,6 @@ def run(args: argparse.Namespace) -> int:
     }
     text = json.dumps(out)
     print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    if out_file is not None:
+        write_out_file(out_file, text + "\n", args.out)
     return 0
