@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nightjar import checks
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.memory import MemoryConfig
 from nightjar.errors import NightjarInputError
@@ -101,6 +103,8 @@ class LiveSettings:
             # A run's residency state (ballast, parked weights) would leak into the next.
             raise NightjarInputError("runs sharing one engine need the draft resident "
                                      "(no memory controller)")
+        if self.policy.partition(":")[0].partition("@")[0] not in _policy_names():
+            raise NightjarInputError(f"nightjar settings: unknown policy {self.policy!r}")
         for step, action in {**self.forced_residency, **self.forced_residency_ms}.items():
             if action not in ("offload", "reload"):
                 raise NightjarInputError(f"forced residency at step {step}: bad {action!r}")
@@ -131,19 +135,75 @@ class LiveSettings:
 
     @classmethod
     def from_config(cls, additional_config: dict[str, Any] | None) -> LiveSettings:
-        data = dict((additional_config or {}).get(KEY) or {})
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise NightjarInputError(f"nightjar settings: unknown key {unknown[0]!r}")
-        forced = data.pop("forced_residency", {}) or {}
-        forced_ms = data.pop("forced_residency_ms", {}) or {}
+        """The settings under ``additional_config["nightjar"]``, each value checked
+        against its field's type: a user writes these by hand (the drop-in path), and
+        ``"no"`` must not read as true nor ``2.5`` as a length."""
+        raw = (additional_config or {}).get(KEY)
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise NightjarInputError("nightjar settings must be a JSON object")
+        data = _typed(cls, raw, "nightjar settings")
         memory = data.pop("memory", None)
-        return cls(
-            **data,
-            memory=MemoryConfig(**memory) if memory is not None else None,
-            forced_residency={int(k): str(v) for k, v in forced.items()},
-            forced_residency_ms={int(k): str(v) for k, v in forced_ms.items()},
-        )
+        if memory is not None:
+            memory = MemoryConfig(**_typed(MemoryConfig, _object(memory, "memory"),
+                                           "nightjar settings: memory"))
+        return cls(**data, memory=memory)
+
+
+def _policy_names() -> set[str]:
+    import nightjar.live.cycle  # noqa: F401  (registers the live-only cycle policies)
+    from nightjar.policies.registry import registered
+
+    return set(registered())
+
+
+def _object(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise NightjarInputError(f"nightjar settings: {name} must be a JSON object")
+    return value
+
+
+def _typed(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data``'s keys checked against ``cls``'s fields and each value against its type
+    (bool, int, float, str, optional ones, ``{step: action}`` maps, nested objects
+    passed through for their own check)."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in known:
+            raise NightjarInputError(f"{where}: unknown key {key!r}")
+        kind, name = hints[key], f"{where}: {key}"
+        optional = type(None) in typing.get_args(kind)
+        if optional:
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        if value is None and optional:
+            out[key] = None
+        elif kind is bool:
+            out[key] = checks.boolean(value, name)
+        elif kind is int:
+            out[key] = checks.integer(value, name)
+        elif kind is float:
+            out[key] = checks.number(value, name)
+        elif kind is str:
+            out[key] = checks.text(value, name)
+        elif typing.get_origin(kind) is dict:  # forced residency: {step: action}
+            out[key] = {checks.integer(_int_key(k, name), f"{name} step"):
+                        checks.text(v, f"{name} action") for k, v in _object(value, key).items()}
+        else:
+            out[key] = value
+    return out
+
+
+def _int_key(key: Any, name: str) -> Any:
+    """JSON object keys are strings: ``"12"`` is step 12."""
+    if isinstance(key, str):
+        try:
+            return int(key)
+        except ValueError:
+            raise NightjarInputError(f"{name}: step {key!r} is not an integer") from None
+    return key
 
 
 def _env_settings() -> dict[str, Any]:
@@ -151,7 +211,8 @@ def _env_settings() -> dict[str, Any]:
     text = os.environ.get(CONFIG_ENV, "").strip()
     if not text:
         return {}
-    if not text.startswith("{"):
+    # JSON text (an object, or anything else JSON, refused below) or a file's path.
+    if not text.startswith(("{", "[", '"')) and not _is_json(text):
         try:
             text = Path(text).read_text(encoding="utf-8")
         except OSError as exc:
@@ -165,3 +226,11 @@ def _env_settings() -> dict[str, Any]:
     if not isinstance(data, dict):
         raise NightjarInputError(f"{CONFIG_ENV}: must hold a JSON object of Nightjar settings")
     return data
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nightjar.errors import NightjarInputError
-from nightjar.live.settings import LiveSettings
+from nightjar.live.settings import KEY
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -34,7 +34,7 @@ def reports_startup_errors(init: F) -> F:
             init(self, *args, **kwargs)
         except (ValueError, NightjarInputError) as exc:
             config = getattr(getattr(self, "vllm_config", None), "additional_config", None)
-            error_file = LiveSettings.from_config(config).error_file
+            error_file = _error_file(config)
             if error_file is None:
                 raise
             Path(error_file).write_text(str(exc).strip().splitlines()[0], encoding="utf-8")
@@ -44,6 +44,14 @@ def reports_startup_errors(init: F) -> F:
             raise SystemExit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _error_file(config: Any) -> str | None:
+    """Where ``nightjar live`` waits for the cause; read raw, since the settings
+    themselves may be what failed their checks."""
+    raw = (config or {}).get(KEY) if isinstance(config, dict) else None
+    path = raw.get("error_file") if isinstance(raw, dict) else None
+    return path if isinstance(path, str) else None
 
 
 def _shutdown_executors() -> None:

@@ -113,6 +113,14 @@ class NightjarWorkerMixin:
                 f"{', '.join(family.releases)} yet (its V2 runner has no V1 drafter to "
                 "wrap): start vLLM without --worker-cls; the scheduler alone adapts K"
             )
+        config = kwargs.get("vllm_config")
+        if config is not None:
+            # The drop-in settings, checked before the model loads (the scheduler,
+            # which uses them, is built only after it).
+            spec = config.speculative_config
+            LiveSettings.for_engine(
+                config.additional_config, int(spec.num_speculative_tokens) if spec else 0
+            )
         super().__init__(*args, **kwargs)
 
     def _nj_drafter(self) -> Any:
