@@ -11,8 +11,6 @@ vLLM is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
-import math
-import os
 import shlex
 import sys
 import time
@@ -22,13 +20,15 @@ from typing import Any
 from nightjar.commands.slo_args import add_slo_args, slo_from_args
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.errors import NightjarInputError
+from nightjar.live.bench.limits import (
+    BENCH_KV_GB,
+    BENCH_MAX_MODEL_LEN,
+    BENCH_POLICIES,
+    BENCH_REPEATS,
+    BENCH_RETRIES,
+    MAX_FOREIGN_PCT,
+)
 from nightjar.run.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_BATCHED_TOKENS, LIVE_MAX_NUM_SEQS
-
-# The five policies the agreement goal is judged on.
-BENCH_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar-code", "nightjar+")
-BENCH_REPEATS = 3
-MAX_FOREIGN_PCT = 10.0
-BENCH_KV_GB = 1.0  # `nightjar profile`'s pool: the simulator then prices the same capacity
 
 
 def add_parser(sub: Any) -> None:
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
                    "process may use); its OpenMP threads are bound to them")
     p.add_argument("--max-foreign", type=float, default=MAX_FOREIGN_PCT, metavar="PCT",
                    help="run again when others used more than PCT%% of the engine's cores")
-    p.add_argument("--retries", type=int, default=2,
+    p.add_argument("--retries", type=int, default=BENCH_RETRIES,
                    help="times a disturbed run is run again before it is kept, marked loaded")
     p.add_argument("--no-warmup", action="store_true", help="skip each engine's warm-up run")
     p.add_argument("--gamma-max", type=int, default=None,
@@ -64,7 +64,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="multiply trace times by this")
     p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
-    p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len")
+    p.add_argument("--max-model-len", type=int, default=BENCH_MAX_MODEL_LEN,
+                   help="vLLM max_model_len")
     p.add_argument("--max-num-seqs", type=int, default=LIVE_MAX_NUM_SEQS,
                    help="vLLM max_num_seqs (batch cap)")
     p.add_argument("--kv-cache-gb", type=float, default=BENCH_KV_GB,
@@ -78,88 +79,38 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _plan(args: argparse.Namespace) -> Any:
-    from nightjar.live.bench.rotation import BenchPlan
-    from nightjar.policies.registry import expand_specs
-
-    specs = expand_specs(args.policies or list(BENCH_POLICIES))
-    noise = args.noise_policy
-    if noise is None:
-        noise = specs[0]
-    return BenchPlan(tuple(specs), args.repeats, None if noise == "none" else noise)
-
-
-def _cores(text: str | None) -> tuple[int, ...]:
-    from nightjar.live.binding import parse_cores
-
-    allowed = sorted(os.sched_getaffinity(0))
-    if text is None:
-        return tuple(allowed)
-    cores = parse_cores(text)
-    outside = sorted(set(cores) - set(allowed))
-    if outside:
-        raise NightjarInputError(f"--cores {text}: this process may not run on cores {outside}")
-    return tuple(sorted(cores))
-
-
-def _check(args: argparse.Namespace) -> None:
-    if not (math.isfinite(args.time_scale) and args.time_scale > 0):
-        raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
-    if not args.kv_cache_gb > 0:
-        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
-    if args.retries < 0:
-        raise NightjarInputError(f"--retries must be >= 0, got {args.retries}")
-    if not 0 <= args.max_foreign <= 100:
-        raise NightjarInputError(f"--max-foreign must be a percentage, got {args.max_foreign}")
-    if args.gamma_max is not None and args.gamma_max < 1:
-        raise NightjarInputError("--gamma-max must be >= 1 for a benchmark of speculation")
-
-
-def _gamma_max(args: argparse.Namespace, profile: str | None) -> int:
-    """The runs' longest speculation, held to what the profile prices: the runs are
-    validated against it, and a gamma it cannot price would fail there, an hour of
-    measurement later."""
-    from nightjar.commands.live import within_prior
-
-    given = args.gamma_max
-    gamma_max = within_prior(given, LIVE_GAMMA_MAX if given is None else given, profile)
-    if gamma_max < 1:
-        raise NightjarInputError(
-            "--profile prices gamma 0 only: a benchmark of speculation needs one measured "
-            "with --gammas 0..G")
-    return gamma_max
-
-
 def run(args: argparse.Namespace) -> int:
-    from nightjar.commands.live import _check_policies, _check_profile, _head
+    from nightjar.live.bench.limits import bench_gamma_max, check_bench_numbers
+    from nightjar.live.bench.rotation import BenchPlan
+    from nightjar.live.binding import allowed_cores
     from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
+    from nightjar.live.policy_check import check_policies
+    from nightjar.live.step_prior import checked_prior
+    from nightjar.live.trace_fit import check_token_ids, first_requests
     from nightjar.live.version import check_vllm_version
     from nightjar.results.write import prepare_out_dir
     from nightjar.trace.trace import load_trace
 
     slo = slo_from_args(args)
-    _check(args)
-    plan = _plan(args)
-    cores = _cores(args.cores)
-    profile = _check_profile(args.profile)
-    args.gamma_max = _gamma_max(args, profile)
+    check_bench_numbers(args.time_scale, args.kv_cache_gb, args.retries, args.max_foreign,
+                        args.gamma_max)
+    plan = BenchPlan.asked(args.policies, args.repeats, args.noise_policy, BENCH_POLICIES)
+    cores = allowed_cores(args.cores)
+    profile = checked_prior(args.profile)
+    args.gamma_max = bench_gamma_max(args.gamma_max, profile)
     check_vllm_version()
-    _check_policies(list(plan.policies), args.gamma_max)
+    check_policies(plan.policies, args.gamma_max)
     # --time-scale multiplies the trace's times: the trace itself is scaled, as
     # `nightjar live` scales it by --rate-scale, so every run replays the same times.
     trace = load_trace(args.trace).rate_scaled(1.0 / args.time_scale)
     if args.max_requests is not None:
-        trace = _head(trace, args.max_requests)
+        trace = first_requests(trace, args.max_requests)
     target = resolve_model(args.model, "model")
     draft_arg = args.draft or default_draft(args.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
     # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
     vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
-    ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
-    if ids and max(ids) >= vocab:
-        raise NightjarInputError(
-            f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
-            f"vocabulary ({vocab} tokens)")
+    check_token_ids(trace, vocab, args.trace)
     out = args.out or _default_out(trace.name)
     prepare_out_dir(out, args.force)
     return _bench(args, plan, cores, trace, target, draft, vocab, profile, out, slo)
@@ -191,14 +142,18 @@ def _bench(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: A
     )
     with logs.configured(out / "vllm.log", args.verbose) as log_file:
         from nightjar.live.bench.runner import pin
-        from nightjar.live.binding import apply_binding
+        from nightjar.live.binding import apply_binding, prior_binding
         from nightjar.live.engine_spec import prepare_env
 
         prepare_env()
         pin(cores)
         binding = apply_binding(1, cores)
         console.print(f"engine pinned to cores {list(cores)}; {binding.label}")
-        _check_profile_binding(profile, binding, console)
+        recorded = prior_binding(profile)
+        if recorded is not None and not recorded.same_as(binding):
+            console.print(f"[bold red]warning:[/] the profile was measured with "
+                          f"{recorded.label}; this benchmark runs {binding.label}: its prior "
+                          "prices steps wrong")
         started = time.time()
         outcome = _measure(args, plan, cores, trace, target, draft, vocab, settings, out, console)
     return _report(args, plan, outcome, out, slo, binding, cores, trace, started, log_file,
@@ -275,26 +230,6 @@ def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace:
             bar.update(label, float(done))
 
         return run_bench(setup, plan, report, None if args.quiet else progress)
-
-
-def _check_profile_binding(profile: str | None, binding: Any, console: Any) -> None:
-    """Warn when the prior was measured under another binding (it prices steps wrong)."""
-    if profile is None or not Path(profile).is_file():
-        return
-    import json
-
-    from nightjar.live.binding import binding_from_json
-
-    try:
-        data = json.loads(Path(profile).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # checked already by the loader; nothing to compare
-        return
-    measured = data.get("measured") if isinstance(data, dict) else None
-    recorded = binding_from_json(measured.get("cpu_binding")) if isinstance(
-        measured, dict) else None
-    if recorded is not None and not recorded.same_as(binding):
-        console.print(f"[bold red]warning:[/] the profile was measured with {recorded.label}; "
-                      f"this benchmark runs {binding.label}: its prior prices steps wrong")
 
 
 def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: Any,
