@@ -19,18 +19,10 @@ from nightjar.core.drafter import offload_refusal
 from nightjar.core.memory import MemoryConfig
 from nightjar.errors import NightjarInputError
 
-# The memory controller's thresholds a live run may set: (MemoryConfig's field, its
-# type, what it sets); the flag is the field's name (--low-water-blocks).
-THRESHOLD_FIELDS: tuple[tuple[str, type, str], ...] = (
-    ("low_water_blocks", int, "offload when free KV blocks stay below this"),
-    ("k_offload", int, "consecutive low steps before an offload"),
-    ("k_reload", int, "consecutive roomy steps before a reload"),
-    ("reload_hold_s", float, "the room for the draft must last this long (s)"),
-    ("min_dwell_s", float, "least stay resident/offloaded after a move (s)"),
-    ("regret_window_s", float, "an offload this soon after a reload is a regret (s)"),
-    ("max_dwell_s", float, "cap on the offloaded dwell that regrets double (s)"),
-)
-THRESHOLDS = tuple(name for name, _, _ in THRESHOLD_FIELDS)
+# The memory controller's thresholds a live run may set (MemoryConfig's fields; each
+# is a flag of its name, nightjar.live.run_options.LiveOptions).
+THRESHOLDS = ("low_water_blocks", "k_offload", "k_reload", "reload_hold_s", "min_dwell_s",
+              "regret_window_s", "max_dwell_s")
 
 
 def flag_of(name: str) -> str:

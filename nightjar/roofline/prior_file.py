@@ -8,12 +8,6 @@ import tempfile
 
 from nightjar.errors import NightjarInputError
 
-PREFIX = "roofline:"
-
-
-def is_roofline_prior(profile: str | None) -> bool:
-    return profile is not None and profile.startswith(PREFIX)
-
 
 def roofline_prior(gpu: str, target: str, draft: str | None, method: str = "draft_model"
                    ) -> str:
