@@ -295,3 +295,58 @@ def test_both_profile_writers_go_through_the_document_module() -> None:
             isinstance(t, ast.Name) and t.id == "FORMAT_VERSION" for t in node.targets)
         for node in ast.parse(MODULES[m].read_text(encoding="utf-8")).body)]
     assert defines == ["nightjar.profile.format"]
+
+# The command line (nightjar/commands/): one module per sub-command, named as
+# nightjar.cli.COMMANDS names it, with its own helpers beside it as <command>_*.py and
+# the flag helpers every command may share; the rules live in the packages below.
+COMMANDS_DIR = ROOT / "commands"
+SHARED_FLAG_HELPERS = {"slo_args", "run_flags"}
+MAX_COMMAND_LINES = 400
+
+
+def _command_modules() -> dict[str, Path]:
+    return {p.stem: p for p in COMMANDS_DIR.glob("*.py") if p.name != "__init__.py"}
+
+
+def _owner(stem: str) -> str | None:
+    """The sub-command a commands/ module belongs to (None: a shared flag helper)."""
+    from nightjar.cli import COMMANDS
+
+    if stem in SHARED_FLAG_HELPERS:
+        return None
+    if stem in COMMANDS:
+        return stem
+    owners = [c for c in COMMANDS if stem.startswith(c + "_")]
+    assert owners, f"commands/{stem}.py is neither a sub-command, its helper nor a flag helper"
+    return owners[0]
+
+
+def test_every_command_file_is_short() -> None:
+    # A command parses flags and calls the packages; a long one holds rules that
+    # belong below it (docs/architecture.md).
+    long = {stem: n for stem, p in _command_modules().items()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) >= MAX_COMMAND_LINES}
+    assert long == {}
+
+
+def test_a_command_imports_only_the_flag_helpers_and_its_own_helpers() -> None:
+    broken = set()
+    for stem in _command_modules():
+        owner = _owner(stem)
+        for dep in _ours(imports_of(f"nightjar.commands.{stem}", deep=True)):
+            if not dep.startswith("nightjar.commands.") or dep == f"nightjar.commands.{stem}":
+                continue
+            other = dep.removeprefix("nightjar.commands.")
+            if other not in SHARED_FLAG_HELPERS and (owner is None or _owner(other) != owner):
+                broken.add((stem, other))
+    assert broken == set()
+
+
+def test_the_sub_command_modules_are_the_cli_s_commands() -> None:
+    from nightjar.cli import COMMANDS
+
+    defining = {stem for stem, p in _command_modules().items()
+                if any(isinstance(n, ast.FunctionDef) and n.name == "add_parser"
+                       for n in ast.parse(p.read_text(encoding="utf-8")).body)}
+    assert defining == set(COMMANDS)
+    assert len(COMMANDS) == len(set(COMMANDS))

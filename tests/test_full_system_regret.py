@@ -202,7 +202,7 @@ def test_alternatives_is_a_switch_on_the_command_line() -> None:
 def test_live_refuses_run_variants() -> None:
     # The live engine has one memory setting per run (--offload): a variant it would
     # ignore is refused, never run as something else.
-    from nightjar.commands.live import _check_policies
+    from nightjar.live.policy_check import check_policies
 
     with pytest.raises(NightjarInputError, match="give --offload instead"):
-        _check_policies(["nightjar+", "fixed:3@offload=off"], 4)
+        check_policies(["nightjar+", "fixed:3@offload=off"], 4)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nightjar.commands.live import within_prior
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.latency import Clamped, StepTable, load_latency, priced_gamma_max
+from nightjar.live.step_prior import within_prior
 
 PROFILE = "a100-80gb/vicuna-13b+vicuna-68m"  # bundled, gammas 0..8
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nightjar.commands.live import off_grid_lines
 from nightjar.core.records import RunResult
 from nightjar.live.profiling.latency import Clamped
 from nightjar.live.steplog import StepLog, read_log
 from nightjar.profile.profile import DEFAULT_PROFILE, load_profile
+from nightjar.report.off_grid import off_grid_lines
 from nightjar.results.metrics import summarize
 
 

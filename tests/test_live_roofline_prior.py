@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nightjar.commands.live import roofline_prior
 from nightjar.errors import NightjarInputError
 from nightjar.live.profiling.latency import Clamped, load_latency
+from nightjar.roofline.prior_file import roofline_prior
 
 
 def _config(folder: Path, layers: int, hidden: int) -> Path:

@@ -11,24 +11,17 @@ vLLM is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
-import math
-import os
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from nightjar.commands.slo_args import add_slo_args, slo_from_args
-from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
+from nightjar.commands.run_flags import add_option_flags, options_of
+from nightjar.commands.slo_args import make_slo
+from nightjar.core.defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from nightjar.errors import NightjarInputError
-from nightjar.run.config import LIVE_GAMMA_MAX, LIVE_MAX_NUM_BATCHED_TOKENS, LIVE_MAX_NUM_SEQS
-
-# The five policies the agreement goal is judged on.
-BENCH_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar-code", "nightjar+")
-BENCH_REPEATS = 3
-MAX_FOREIGN_PCT = 10.0
-BENCH_KV_GB = 1.0  # `nightjar profile`'s pool: the simulator then prices the same capacity
+from nightjar.live.bench.bench_options import BenchOptions
 
 
 def add_parser(sub: Any) -> None:
@@ -36,133 +29,47 @@ def add_parser(sub: Any) -> None:
                          "interleaved, with intervals)", description=__doc__)
     kinds = top.add_subparsers(dest="bench_kind", required=True, parser_class=type(top))
     p = kinds.add_parser("live", help="the live benchmark (vLLM)", description=__doc__)
-    p.add_argument("--model", required=True, help="preset, local directory or cached HF id")
-    p.add_argument("--draft", default=None, help="draft model (default: the preset's)")
-    p.add_argument("--trace", required=True, help="bundled trace name or path")
-    p.add_argument("--policy", action="append", dest="policies", metavar="SPEC",
-                   help=f"policy spec, repeatable; default: {' '.join(BENCH_POLICIES)}")
-    p.add_argument("--repeats", type=int, default=BENCH_REPEATS,
-                   help="rounds; every policy runs once per round (>= 2)")
-    p.add_argument("--noise-policy", default=None, metavar="SPEC",
-                   help="the policy run twice per round for the noise floor (default: the "
-                   "first --policy; 'none' for no noise floor)")
-    p.add_argument("--cores", default=None,
-                   help="cores the engine is pinned to, e.g. 0-1 (default: every core this "
-                   "process may use); its OpenMP threads are bound to them")
-    p.add_argument("--max-foreign", type=float, default=MAX_FOREIGN_PCT, metavar="PCT",
-                   help="run again when others used more than PCT%% of the engine's cores")
-    p.add_argument("--retries", type=int, default=2,
-                   help="times a disturbed run is run again before it is kept, marked loaded")
-    p.add_argument("--no-warmup", action="store_true", help="skip each engine's warm-up run")
-    p.add_argument("--gamma-max", type=int, default=None,
-                   help=f"longest speculation a policy may choose (default {LIVE_GAMMA_MAX}, "
-                   "or the --profile's largest gamma where that is smaller)")
-    p.add_argument("--draft-kv", choices=DRAFT_KV_MODES, default=DEFAULT_DRAFT_KV,
-                   help="at gamma 0, keep the draft's KV in sync or skip the draft")
-    p.add_argument("--profile", default=None,
-                   help="step-time prior for nightjar+/dsd (a profile or a step table)")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="multiply trace times by this")
-    p.add_argument("--max-requests", type=int, default=None, help="replay the first N only")
-    p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len")
-    p.add_argument("--max-num-seqs", type=int, default=LIVE_MAX_NUM_SEQS,
-                   help="vLLM max_num_seqs (batch cap)")
-    p.add_argument("--kv-cache-gb", type=float, default=BENCH_KV_GB,
-                   help="KV pool size (GiB); the measured profiler's default")
-    p.add_argument("--seed", type=int, default=0, help="seed of the policies, vLLM and prompts")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<run>)")
-    p.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
-    p.add_argument("--verbose", action="store_true", help="show vLLM's whole log")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_slo_args(p)
+    add_option_flags(p, BenchOptions)
     p.set_defaults(func=run)
 
 
-def _plan(args: argparse.Namespace) -> Any:
-    from nightjar.live.bench.rotation import BenchPlan
-    from nightjar.policies.registry import expand_specs
-
-    specs = expand_specs(args.policies or list(BENCH_POLICIES))
-    noise = args.noise_policy
-    if noise is None:
-        noise = specs[0]
-    return BenchPlan(tuple(specs), args.repeats, None if noise == "none" else noise)
-
-
-def _cores(text: str | None) -> tuple[int, ...]:
-    from nightjar.live.binding import parse_cores
-
-    allowed = sorted(os.sched_getaffinity(0))
-    if text is None:
-        return tuple(allowed)
-    cores = parse_cores(text)
-    outside = sorted(set(cores) - set(allowed))
-    if outside:
-        raise NightjarInputError(f"--cores {text}: this process may not run on cores {outside}")
-    return tuple(sorted(cores))
-
-
-def _check(args: argparse.Namespace) -> None:
-    if not (math.isfinite(args.time_scale) and args.time_scale > 0):
-        raise NightjarInputError(f"--time-scale must be > 0, got {args.time_scale}")
-    if not args.kv_cache_gb > 0:
-        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
-    if args.retries < 0:
-        raise NightjarInputError(f"--retries must be >= 0, got {args.retries}")
-    if not 0 <= args.max_foreign <= 100:
-        raise NightjarInputError(f"--max-foreign must be a percentage, got {args.max_foreign}")
-    if args.gamma_max is not None and args.gamma_max < 1:
-        raise NightjarInputError("--gamma-max must be >= 1 for a benchmark of speculation")
-
-
-def _gamma_max(args: argparse.Namespace, profile: str | None) -> int:
-    """The runs' longest speculation, held to what the profile prices: the runs are
-    validated against it, and a gamma it cannot price would fail there, an hour of
-    measurement later."""
-    from nightjar.commands.live import within_prior
-
-    given = args.gamma_max
-    gamma_max = within_prior(given, LIVE_GAMMA_MAX if given is None else given, profile)
-    if gamma_max < 1:
-        raise NightjarInputError(
-            "--profile prices gamma 0 only: a benchmark of speculation needs one measured "
-            "with --gammas 0..G")
-    return gamma_max
-
-
 def run(args: argparse.Namespace) -> int:
-    from nightjar.commands.live import _check_policies, _check_profile, _head
+    from nightjar.live.bench.limits import BENCH_POLICIES, bench_gamma_max
+    from nightjar.live.bench.rotation import BenchPlan
+    from nightjar.live.binding import allowed_cores
     from nightjar.live.models import check_pair, default_draft, resolve_model, vocab_size
+    from nightjar.live.policy_check import check_policies
+    from nightjar.live.step_prior import checked_prior
+    from nightjar.live.trace_fit import check_token_ids, first_requests
     from nightjar.live.version import check_vllm_version
     from nightjar.results.write import prepare_out_dir
     from nightjar.trace.trace import load_trace
 
-    slo = slo_from_args(args)
-    _check(args)
-    plan = _plan(args)
-    cores = _cores(args.cores)
-    profile = _check_profile(args.profile)
-    args.gamma_max = _gamma_max(args, profile)
+    options = options_of(args, BenchOptions)
+    slo = make_slo(options.slo_ttft, options.slo_tpot)
+    options.check()
+    plan = BenchPlan.asked(None if options.policies is None else list(options.policies),
+                           options.repeats, options.noise_policy, BENCH_POLICIES)
+    cores = allowed_cores(options.cores)
+    profile = checked_prior(options.profile)
+    gamma_max = bench_gamma_max(options.gamma_max, profile)
     check_vllm_version()
-    _check_policies(list(plan.policies), args.gamma_max)
+    check_policies(plan.policies, gamma_max)
     # --time-scale multiplies the trace's times: the trace itself is scaled, as
     # `nightjar live` scales it by --rate-scale, so every run replays the same times.
-    trace = load_trace(args.trace).rate_scaled(1.0 / args.time_scale)
-    if args.max_requests is not None:
-        trace = _head(trace, args.max_requests)
-    target = resolve_model(args.model, "model")
-    draft_arg = args.draft or default_draft(args.model)
+    trace = load_trace(options.trace).rate_scaled(1.0 / options.time_scale)
+    if options.max_requests is not None:
+        trace = first_requests(trace, options.max_requests)
+    target = resolve_model(options.model, "model")
+    draft_arg = options.draft or default_draft(options.model)
     draft = resolve_model(draft_arg, "draft") if draft_arg else None
     # Synthetic prompt ids come from the target's vocabulary (with a draft, the pair's).
     vocab = check_pair(target, draft) if draft else (vocab_size(target) or 32000)
-    ids = [max(p) for p in (trace.prompts or []) if isinstance(p, list) and p]
-    if ids and max(ids) >= vocab:
-        raise NightjarInputError(
-            f"--trace {args.trace}: a prompt holds token id {max(ids)}, beyond the target's "
-            f"vocabulary ({vocab} tokens)")
-    out = args.out or _default_out(trace.name)
-    prepare_out_dir(out, args.force)
-    return _bench(args, plan, cores, trace, target, draft, vocab, profile, out, slo)
+    check_token_ids(trace, vocab, options.trace)
+    out = options.out or _default_out(trace.name)
+    prepare_out_dir(out, options.force)
+    return _bench(options, gamma_max, plan, cores, trace, target, draft, vocab, profile, out,
+                  slo)
 
 
 def _default_out(name: str) -> Path:
@@ -171,7 +78,7 @@ def _default_out(name: str) -> Path:
     return default_out_dir(f"bench-{name}")
 
 
-def _bench(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: Any,
+def _bench(options: BenchOptions, gamma_max: int, plan: Any, cores: tuple[int, ...], trace: Any,
            target: str, draft: str | None, vocab: int, profile: str | None, out: Path,
            slo: Any) -> int:
     from rich.console import Console
@@ -180,32 +87,37 @@ def _bench(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: A
     from nightjar.live.settings import LiveSettings
 
     console = Console(stderr=True)
-    settings = LiveSettings(gamma_max=args.gamma_max, seed=args.seed, draft_kv=args.draft_kv,
+    settings = LiveSettings(gamma_max=gamma_max, seed=options.seed, draft_kv=options.draft_kv,
                             profile=profile)
-    per_run, how = _expected_run_s(trace, args, profile)
+    per_run, how = _expected_run_s(trace, options.max_num_seqs, gamma_max, profile)
     console.print(
         f"nightjar bench: {plan.runs} runs ({plan.repeats} rounds x {len(plan.labels)}: "
         f"{', '.join(plan.labels)}) of {len(trace)} requests; expected about "
         f"{_minutes(plan.runs * (per_run + 4) + 120)} ({per_run:.0f} s a run, {how}; plus "
         "engine starts and warm-up)"
     )
-    with logs.configured(out / "vllm.log", args.verbose) as log_file:
+    with logs.configured(out / "vllm.log", options.verbose) as log_file:
         from nightjar.live.bench.runner import pin
-        from nightjar.live.binding import apply_binding
+        from nightjar.live.binding import apply_binding, prior_binding
         from nightjar.live.engine_spec import prepare_env
 
         prepare_env()
         pin(cores)
         binding = apply_binding(1, cores)
         console.print(f"engine pinned to cores {list(cores)}; {binding.label}")
-        _check_profile_binding(profile, binding, console)
+        recorded = prior_binding(profile)
+        if recorded is not None and not recorded.same_as(binding):
+            console.print(f"[bold red]warning:[/] the profile was measured with "
+                          f"{recorded.label}; this benchmark runs {binding.label}: its prior "
+                          "prices steps wrong")
         started = time.time()
-        outcome = _measure(args, plan, cores, trace, target, draft, vocab, settings, out, console)
-    return _report(args, plan, outcome, out, slo, binding, cores, trace, started, log_file,
-                   console)
+        outcome = _measure(options, plan, cores, trace, target, draft, vocab, settings, out,
+                           console)
+    return _report(options, gamma_max, plan, outcome, out, slo, binding, cores, trace, started,
+                   log_file, console)
 
 
-def _expected_run_s(trace: Any, args: argparse.Namespace, profile: str | None
+def _expected_run_s(trace: Any, max_num_seqs: int, gamma_max: int, profile: str | None
                     ) -> tuple[float, str]:
     """Seconds one run should take: the simulator's nospec run on the ``--profile`` when
     it is a profile (an overload drains long after its last arrival), else the trace's
@@ -219,9 +131,8 @@ def _expected_run_s(trace: Any, args: argparse.Namespace, profile: str | None
         from nightjar.sim import SimConfig, simulate
 
         prof = load_profile(profile)
-        cfg = SimConfig(gamma_max=min(args.gamma_max, prof.gamma_max),
-                        max_num_seqs=args.max_num_seqs,
-                        max_num_batched_tokens=LIVE_MAX_NUM_BATCHED_TOKENS)
+        cfg = SimConfig(gamma_max=min(gamma_max, prof.gamma_max), max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=DEFAULT_MAX_NUM_BATCHED_TOKENS)
         run = simulate(trace, prof, "nospec", cfg)
     except NightjarInputError:  # a step table, or a trace the profile cannot serve
         return fallback
@@ -232,7 +143,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace: Any,
+def _measure(options: BenchOptions, plan: Any, cores: tuple[int, ...], trace: Any,
              target: str, draft: str | None, vocab: int, settings: Any, out: Path,
              console: Any) -> Any:
     from nightjar.live.bench.runner import BenchSetup, engine_specs, run_bench
@@ -241,19 +152,19 @@ def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace:
     from nightjar.report.progress import LazyProgress
 
     base = EngineSpec(
-        target=target, draft=draft, settings=settings, max_model_len=args.max_model_len,
-        max_num_seqs=args.max_num_seqs, kv_cache_bytes=int(args.kv_cache_gb * 2**30),
-        spec_tokens=args.gamma_max, load_progress=args.verbose,
-        max_num_batched_tokens=LIVE_MAX_NUM_BATCHED_TOKENS,
+        target=target, draft=draft, settings=settings, max_model_len=options.max_model_len,
+        max_num_seqs=options.max_num_seqs, kv_cache_bytes=int(options.kv_cache_gb * 2**30),
+        spec_tokens=settings.gamma_max, load_progress=options.verbose,
+        max_num_batched_tokens=DEFAULT_MAX_NUM_BATCHED_TOKENS,
     )
     with_draft, plain = engine_specs(base, plan)
     setup = BenchSetup(
         trace=trace, draft_engine=with_draft, plain_engine=plain,
-        options=ReplayOptions(vocab, args.seed), cores=cores,
-        workdir=out / ".steps", max_foreign_pct=args.max_foreign, retries=args.retries,
-        warmup=not args.no_warmup,
+        options=ReplayOptions(vocab, options.seed), cores=cores,
+        workdir=out / ".steps", max_foreign_pct=options.max_foreign, retries=options.retries,
+        warmup=not options.no_warmup,
     )
-    with LazyProgress(enabled=not args.quiet, show_after_s=0.0) as bar:
+    with LazyProgress(enabled=not options.quiet, show_after_s=0.0) as bar:
 
         def report(kind: str, *what: Any) -> None:
             if kind == "warmup":
@@ -274,30 +185,10 @@ def _measure(args: argparse.Namespace, plan: Any, cores: tuple[int, ...], trace:
                 bar.add(label, float(len(trace)))
             bar.update(label, float(done))
 
-        return run_bench(setup, plan, report, None if args.quiet else progress)
+        return run_bench(setup, plan, report, None if options.quiet else progress)
 
 
-def _check_profile_binding(profile: str | None, binding: Any, console: Any) -> None:
-    """Warn when the prior was measured under another binding (it prices steps wrong)."""
-    if profile is None or not Path(profile).is_file():
-        return
-    import json
-
-    from nightjar.live.binding import binding_from_json
-
-    try:
-        data = json.loads(Path(profile).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # checked already by the loader; nothing to compare
-        return
-    measured = data.get("measured") if isinstance(data, dict) else None
-    recorded = binding_from_json(measured.get("cpu_binding")) if isinstance(
-        measured, dict) else None
-    if recorded is not None and not recorded.same_as(binding):
-        console.print(f"[bold red]warning:[/] the profile was measured with {recorded.label}; "
-                      f"this benchmark runs {binding.label}: its prior prices steps wrong")
-
-
-def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: Any,
+def _report(options: BenchOptions, gamma_max: int, plan: Any, outcome: Any, out: Path, slo: Any,
             binding: Any, cores: tuple[int, ...], trace: Any, started: float, log_file: Any,
             console: Any) -> int:
     from rich.console import Console
@@ -313,7 +204,7 @@ def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: A
     for r in sorted({x.slot.round for x in runs}):
         these = [x for x in runs if x.slot.round == r]
         result_set = ResultSet.build([x.result for x in these], title=f"round {r}",
-                                     oracle_policy=None, gamma_max=args.gamma_max, slo=slo)
+                                     oracle_policy=None, gamma_max=gamma_max, slo=slo)
         write_all(result_set, out / f"round-{r}", force=True, report=False)
         alts += entries(result_set, group=r)
         for x, policy_run in zip(these, result_set.runs, strict=True):
@@ -330,12 +221,12 @@ def _report(args: argparse.Namespace, plan: Any, outcome: Any, out: Path, slo: A
         "policies": list(plan.policies), "labels": list(plan.labels),
         "repeats": plan.repeats, "noise_policy": plan.noise_policy,
         "cores": list(cores), "cpu_binding": binding.to_json(),
-        "max_foreign_pct": args.max_foreign, "retries": args.retries,
-        "gamma_max": args.gamma_max, "draft_kv": args.draft_kv, "seed": args.seed,
-        "max_num_batched_tokens": LIVE_MAX_NUM_BATCHED_TOKENS,
-        "time_scale": args.time_scale, "max_num_seqs": args.max_num_seqs,
-        "max_model_len": args.max_model_len, "kv_cache_gb": args.kv_cache_gb,
-        "profile": args.profile, "engine_starts": outcome.engine_starts,
+        "max_foreign_pct": options.max_foreign, "retries": options.retries,
+        "gamma_max": gamma_max, "draft_kv": options.draft_kv, "seed": options.seed,
+        "max_num_batched_tokens": DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        "time_scale": options.time_scale, "max_num_seqs": options.max_num_seqs,
+        "max_model_len": options.max_model_len, "kv_cache_gb": options.kv_cache_gb,
+        "profile": options.profile, "engine_starts": outcome.engine_starts,
     }, recorded)
     from nightjar.report.bench import bench_tables
 

@@ -10,18 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nightjar.errors import NightjarInputError
 
 if TYPE_CHECKING:
-    from nightjar.roofline.hardware import GPU, ModelArch
+    from nightjar.roofline.request import RooflineRequest
 
 SHOW_BATCHES = (1, 4, 16, 32, 64, 128, 256)
 SHOW_GAMMAS = (0, 1, 2, 3, 4)
-ROOFLINE_ONLY = ("model_config", "draft_config", "gpu_spec", "tp")
 
 
 def add_parser(sub: Any) -> None:
@@ -171,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         return _show(args.show, args.context)
     if args.roofline:
         return _roofline(args)
+    from nightjar.roofline.request import ROOFLINE_ONLY
+
     given = [f"--{k.replace('_', '-')}" for k in ROOFLINE_ONLY if getattr(args, k) is not None]
     if given:
         raise NightjarInputError(f"{', '.join(given)} only with --roofline")
@@ -181,88 +180,27 @@ def run(args: argparse.Namespace) -> int:
     raise NightjarInputError("nothing to do: give --roofline, --list, --show NAME or --model")
 
 
-def _command(args: argparse.Namespace) -> str:
-    """The canonical command line that reproduces this profile (stored in the file)."""
-    parts = ["nightjar", "profile", "--roofline"]
-    for flag in ("gpu", "gpu_spec", "model", "model_config", "draft", "draft_config", "drafter",
-                 "tp"):
-        value = getattr(args, flag, None)
-        if value is not None:
-            parts += ["--" + flag.replace("_", "-"), str(value)]
-    for flag in (
-        "activation_reserve_bytes", "gpu_memory_utilization", "block_size",
-        "num_gpu_blocks_override", "num_gpu_blocks_no_draft", "max_model_len", "variant",
-        "verify_attention",
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            parts += ["--" + flag.replace("_", "-"), str(value)]
-    if getattr(args, "enforce_eager", False):
-        parts.append("--enforce-eager")
-    if args.out:
-        parts += ["--out", args.out]
-    return shlex.join(parts)
+def _request(args: argparse.Namespace) -> RooflineRequest:
+    from dataclasses import fields
+
+    from nightjar.roofline.request import RooflineRequest
+
+    return RooflineRequest(**{f.name: getattr(args, f.name) for f in fields(RooflineRequest)})
 
 
 def _roofline(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from nightjar.profile.profile import Profile
     from nightjar.results.outdir import check_out_file, write_out_file
-    from nightjar.roofline.costs import (
-        VERIFY_ATTENTION,
-        Deployment,
-        RooflineParams,
-        build_profile,
-        eager_params,
-    )
+    from nightjar.roofline.costs import build_profile
 
-    gpu, target, draft = _roofline_inputs(args)
-    kind = args.drafter or "draft_model"
-    tp = 1 if args.tp is None else args.tp
-    params = RooflineParams()
-    if args.gpu_memory_utilization is not None:
-        if not 0.0 < args.gpu_memory_utilization <= 1.0:
-            raise NightjarInputError("--gpu-memory-utilization must be in (0, 1]")
-        params = replace(params, gpu_memory_utilization=args.gpu_memory_utilization)
-    if args.block_size is not None:
-        if args.block_size < 1:
-            raise NightjarInputError("--block-size must be >= 1")
-        params = replace(params, block_size=args.block_size)
-    if args.activation_reserve_bytes is not None and args.activation_reserve_bytes < 0:
-        raise NightjarInputError("--activation-reserve-bytes must be >= 0")
-    for flag in ("num_gpu_blocks_override", "num_gpu_blocks_no_draft", "max_model_len"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise NightjarInputError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
-    if args.variant is not None and not args.variant.replace("-", "").isalnum():
-        raise NightjarInputError(f"--variant must be letters, digits and '-', got {args.variant!r}")
-    if args.enforce_eager:
-        params = eager_params(params)
-    if args.verify_attention is not None:
-        if args.verify_attention not in VERIFY_ATTENTION:
-            raise NightjarInputError(
-                f"--verify-attention {args.verify_attention!r}: use one of "
-                f"{', '.join(VERIFY_ATTENTION)}"
-            )
-        params = replace(params, verify_attention=args.verify_attention)
-    with_draft = args.num_gpu_blocks_override
-    deployment = Deployment(
-        variant=args.variant,
-        kv_blocks_with_draft=with_draft,
-        kv_blocks_without_draft=(
-            args.num_gpu_blocks_no_draft if args.num_gpu_blocks_no_draft is not None else with_draft
-        ),
-        max_model_len=args.max_model_len,
-    )
-    label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
-    dname = draft.name if draft is not None else kind
-    out = Path(args.out) if args.out else Path(f"{label}__{target.name}+{dname}.json")
-    real = check_out_file(out, args.force, inputs=[
-        x for x in (args.gpu_spec, args.model_config, args.draft_config) if x])
+    request = _request(args)
+    gpu, target, draft = request.inputs()
+    params = request.params()
+    out = request.out_path(gpu, target, draft)
+    real = check_out_file(out, args.force, inputs=request.input_files())
     data = build_profile(
-        gpu, target, draft, _command(args), params, args.activation_reserve_bytes, deployment, tp,
-        drafter=kind,
+        gpu, target, draft, request.command(), params, request.activation_reserve_bytes,
+        request.deployment(), request.ranks, drafter=request.kind,
     )
     profile = Profile.from_json(data, str(out))  # validate before writing
     write_out_file(real, json.dumps(data, separators=(",", ":")) + "\n", out)
@@ -272,46 +210,6 @@ def _roofline(args: argparse.Namespace) -> int:
         f"draft, {mem.kv_blocks(True)} with"
     )
     return 0
-
-
-def _roofline_inputs(args: argparse.Namespace) -> tuple[GPU, ModelArch, ModelArch | None]:
-    """The GPU and the two shapes, from the catalogue or from the user's files; no draft
-    shape for a drafter derived from the target (``--drafter eagle3``, ...)."""
-    from nightjar.roofline.drafters import check_kind
-    from nightjar.roofline.gpu_spec import parse_gpu_spec
-    from nightjar.roofline.hardware import check_same_vocab, get_gpu, get_model
-    from nightjar.roofline.model_config import load_model_config
-    from nightjar.roofline.tensor_parallel import check_tp
-
-    if args.speculative_config is not None:
-        raise NightjarInputError("--speculative-config is for measured profiling; the roofline "
-                                 "takes --drafter KIND")
-    kind = args.drafter or "draft_model"
-    separate = kind == "draft_model"
-    pairs = [("gpu", "gpu_spec"), ("model", "model_config"), ("draft", "draft_config")]
-    for name, alt in pairs:
-        both = getattr(args, name) is not None and getattr(args, alt) is not None
-        if both:
-            raise NightjarInputError(f"give --{name} or --{alt.replace('_', '-')}, not both")
-    missing = [
-        f"--{name} (or --{alt.replace('_', '-')})"
-        for name, alt in pairs[: 3 if separate else 2]
-        if not getattr(args, name) and not getattr(args, alt)
-    ]
-    if missing:
-        raise NightjarInputError(f"--roofline needs {', '.join(missing)}")
-    gpu = get_gpu(args.gpu) if args.gpu else parse_gpu_spec(args.gpu_spec)
-    target = get_model(args.model) if args.model else load_model_config(args.model_config)
-    given = args.draft is not None or args.draft_config is not None
-    check_kind(kind, target, given)
-    tp = 1 if args.tp is None else args.tp
-    check_tp(target, tp)
-    if not separate:
-        return gpu, target, None
-    draft = get_model(args.draft) if args.draft else load_model_config(args.draft_config)
-    check_same_vocab(target, draft)
-    check_tp(draft, tp)
-    return gpu, target, draft
 
 
 def _list() -> int:

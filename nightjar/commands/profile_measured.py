@@ -8,38 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
-
-
-def _numbers(text: str, flag: str, kind: type[Any], what: str) -> tuple[Any, ...]:
-    try:
-        return tuple(sorted(kind(x) for x in text.split(",")))
-    except ValueError:
-        raise NightjarInputError(f"{flag} must be comma-separated {what}, got {text!r}") from None
-
-
-def int_list(text: str, flag: str) -> tuple[int, ...]:
-    if flag.startswith("--mixed") and not text.strip():
-        return ()
-    return _numbers(text, flag, int, "integers")
-
-
-def seconds_list(text: str, flag: str) -> tuple[float, ...]:
-    """Seconds (``--wake-pauses``); '' is none."""
-    return _numbers(text, flag, float, "seconds") if text.strip() else ()
-
-
-def _name(arg: str) -> str:
-    """The model's name in the profile: a preset or HF id as given, else the folder name."""
-    path = Path(arg).expanduser()
-    return path.resolve().name if path.is_dir() else arg.rsplit("/", 1)[-1]
 
 
 def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
@@ -80,44 +54,6 @@ def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
     return shlex.join(parts)
 
 
-def _prompts(path: str | None) -> tuple[str, ...]:
-    if not path:
-        return ()
-    from nightjar.reading import as_path, read_text
-
-    lines = read_text(as_path(path, "--prompts"), f"--prompts {path}").splitlines()
-    texts = tuple(line for line in lines if line.strip())
-    if not texts:
-        raise NightjarInputError(f"--prompts {path}: no prompts (one per line)")
-    return texts
-
-
-def _base_profile(path: str | None) -> dict[str, Any] | None:
-    """The profile ``--add-mixed-to`` tops up, checked before any engine starts."""
-    if path is None:
-        return None
-    from nightjar.profile.profile import load_profile
-
-    if not Path(path).is_file():
-        raise NightjarInputError(f"--add-mixed-to {path}: no such profile file")
-    return load_profile(path).to_json()
-
-
-def _with_mixed(base: dict[str, Any], plan: Any, rows: list[Any]) -> dict[str, Any]:
-    """``base`` with the mixed table measured now; the command and notes say so."""
-    from nightjar.profile.document import MixedRow, with_mixed
-
-    if not rows:
-        raise NightjarInputError("--add-mixed-to: --mixed-batch-sizes/--mixed-tokens are empty")
-    notes = (
-        f"{base.get('notes', '')} Mixed-step table added later by: {plan.command} "
-        f"(at load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')}), "
-        "each cell rescaled by this profile's decode step over the decode step measured "
-        "in the same window."
-    ).strip()
-    return with_mixed(base, [MixedRow(*row) for row in rows], notes)
-
-
 def _refuse_inconsistent(data: dict[str, Any], bad: list[Any], out: Path, keep: bool) -> None:
     """A profile whose decode cells still contradict the cost model after the re-measures
     is not written as ``out`` (it would price those steps wrong): it is kept next to it
@@ -142,44 +78,17 @@ def _refuse_inconsistent(data: dict[str, Any], bad: list[Any], out: Path, keep: 
     )
 
 
-def _drafter(
-    args: argparse.Namespace, target: str
-) -> tuple[str, str | None, str | None, dict[str, Any]]:
-    """(method, the drafter's checkpoint as given, resolved, its other config keys):
-    ``--drafter`` is vLLM's method, ``--speculative-config`` its whole config (the
-    gammas set ``num_speculative_tokens``), ``--draft`` its model; one spelling each."""
-    from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
-    from nightjar.live.drafters import check_fit, check_method, choose_drafter, detect_method
-    from nightjar.live.models import default_draft, resolve_model
-
-    config = None
-    if args.speculative_config is not None:
-        try:
-            config = json.loads(args.speculative_config)
-        except json.JSONDecodeError as exc:
-            raise NightjarInputError(f"--speculative-config: not JSON ({exc})") from None
-        if not isinstance(config, dict):
-            raise NightjarInputError("--speculative-config must be a JSON object")
-        if "num_speculative_tokens" in config:
-            raise NightjarInputError("--speculative-config: num_speculative_tokens comes from "
-                                     "--gammas (their largest) in measured profiling")
-    choice = choose_drafter(config, args.drafter, None, None, args.draft)
-    method, model = choice.method, choice.model
-    if model is None and method == DRAFT_MODEL:
-        model = default_draft(args.model)
-        if model is None:
-            raise NightjarInputError("measured profiling needs a draft model (--draft PATH)")
-    draft = resolve_model(model, "draft") if model else None
-    if draft is not None and args.drafter is None and "method" not in (config or {}):
-        method = detect_method(draft)
-    check_method(method)
-    if drafter_kind(method).needs_model or draft is not None or method == "mtp":
-        check_fit(method, target, draft)
-    return method, model, draft, dict(choice.options)
-
-
 def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, max_position, read_config, resolve_model
+    from nightjar.live.profiling.inputs import (
+        base_profile,
+        int_list,
+        measured_drafter,
+        model_name,
+        read_prompts,
+        seconds_list,
+        with_mixed,
+    )
     from nightjar.live.version import check_vllm_version
     from nightjar.profile.profile import Profile
     from nightjar.results.outdir import check_out_file, write_out_file
@@ -194,10 +103,11 @@ def run_measured(args: argparse.Namespace) -> int:
         raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
     if not args.kv_cache_gb > 0:
         raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
-    base = _base_profile(args.add_mixed_to)
+    base = base_profile(args.add_mixed_to)
     check_vllm_version()
     target = resolve_model(args.model, "model")
-    method, draft_arg, draft, options = _drafter(args, target)
+    method, draft_arg, draft, options = measured_drafter(
+        args.model, target, args.drafter, args.speculative_config, args.draft)
     vocab = check_pair(target, draft) if draft is not None and method == "draft_model" else int(
         read_config(target).get("vocab_size") or 32000
     )
@@ -213,9 +123,9 @@ def run_measured(args: argparse.Namespace) -> int:
         plan = ProfilePlan(
             target=target,
             draft=draft,
-            target_name=_name(args.model),
+            target_name=model_name(args.model),
             # A lookup or MTP drafter has no checkpoint of its own: named by its method.
-            draft_name=_name(draft_arg) if draft_arg else method,
+            draft_name=model_name(draft_arg) if draft_arg else method,
             method=method,
             spec_options=tuple(sorted(options.items())),
             batch_sizes=int_list(args.batch_sizes, "--batch-sizes"),
@@ -230,7 +140,7 @@ def run_measured(args: argparse.Namespace) -> int:
             kv_cache_bytes=int(args.kv_cache_gb * 2**30),
             vocab=vocab,
             seed=args.seed,
-            prompts=_prompts(args.prompts),
+            prompts=read_prompts(args.prompts),
             workload=args.workload,
             command=_command(args, args.draft, out),
             model_max_len=min(max_position(target), max_position(draft or target)),
@@ -253,12 +163,12 @@ def run_measured(args: argparse.Namespace) -> int:
                 data, bad = measure_profile(plan, bar.print, tick)
                 _refuse_inconsistent(data, bad, out, args.keep_inconsistent)
             else:
-                base_profile = Profile.from_json(base, str(args.add_mixed_to))
+                topped = Profile.from_json(base, str(args.add_mixed_to))
 
                 def decode_ms(b: int, ctx: float) -> float:
-                    return 1e3 * base_profile.step_time_s(b, 0, ctx)
+                    return 1e3 * topped.step_time_s(b, 0, ctx)
 
-                data = _with_mixed(base, plan, measure_mixed(plan, decode_ms, bar.print))
+                data = with_mixed(base, plan, measure_mixed(plan, decode_ms, bar.print))
     print(f"vLLM's log: {log_file}", file=sys.stderr)
     profile = Profile.from_json(data, str(out))  # validate before writing
     check_out_file(out, args.force)  # something may have appeared there while we measured

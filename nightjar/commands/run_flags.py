@@ -1,8 +1,11 @@
-"""Command-line flags for the fields of :class:`nightjar.run.config.RunConfig`, and back.
+"""Command-line flags for the fields of a settings type, and back.
 
-``nightjar sim`` takes every field, ``nightjar validate`` the ones that describe the
-live run it replays (with the live engine's defaults); both are made here from the
-fields' own metadata, so a new setting needs no new flag code.
+``nightjar sim`` takes every field of :class:`nightjar.run.config.RunConfig`,
+``nightjar validate`` the ones that describe the live run it replays (with the live
+engine's defaults); ``nightjar live`` and ``nightjar bench live`` take the fields of
+their option types (:class:`nightjar.live.run_options.LiveOptions`,
+:class:`nightjar.live.bench.bench_options.BenchOptions`). Every flag is made here
+from its field's own metadata, so a new setting needs no new flag code.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import argparse
 import dataclasses
 import typing
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from nightjar.run.config import CHOICES, RunConfig, flag_of
+
+T = TypeVar("T")
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _TYPES = typing.get_type_hints(RunConfig)
@@ -81,3 +86,48 @@ def run_config(args: argparse.Namespace, only: Collection[str] | None = None) ->
         values[name] = value
     return RunConfig.build(values, spell=flag_of)
 
+
+
+def add_option_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One flag per field of the option type ``cls`` whose metadata names one
+    (:func:`nightjar.live.run_options.option`), in field order; argument groups are
+    made as their first field comes."""
+    hints = typing.get_type_hints(cls)
+    groups: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        meta = f.metadata
+        if not meta.get("flag"):
+            continue
+        target: Any = parser
+        if meta["group"] is not None:
+            if meta["group"] not in groups:
+                groups[meta["group"]] = parser.add_argument_group(meta["group"])
+            target = groups[meta["group"]]
+        kwargs: dict[str, Any] = {
+            "dest": f.name, "help": argparse.SUPPRESS if meta["hidden"] else meta["help"]}
+        if meta["metavar"] is not None:
+            kwargs["metavar"] = meta["metavar"]
+        if meta["action"] is not None:
+            kwargs["action"] = meta["action"]
+        else:
+            hint = hints[f.name]
+            args = [a for a in typing.get_args(hint) if a is not type(None)]
+            kwargs["type"] = meta["parse"] or (args[0] if args else hint)
+            if meta["choices"] is not None:
+                kwargs["choices"] = meta["choices"]
+        if f.default is dataclasses.MISSING:
+            kwargs["required"] = True
+        elif meta["action"] != "store_true":
+            kwargs["default"] = f.default
+        target.add_argument(meta["flag"], *meta["aliases"], **kwargs)
+
+
+def options_of(args: argparse.Namespace, cls: type[T]) -> T:
+    """The option type ``cls`` of parsed flags: each field from the flag of its name (a
+    list as a tuple); a field the namespace lacks keeps its default."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if hasattr(args, f.name):
+            value = getattr(args, f.name)
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**values)

@@ -24,6 +24,8 @@ DEFAULT_OFFLOAD = "auto"
 # simulator has no limit (``RunConfig.max_model_len`` None): the length the tiny CPU
 # test models and short chat traces need.
 DEFAULT_MAX_MODEL_LEN = 2048
+# A live run costs minutes per policy: the baseline, standard SD (gamma 3) and the paper's.
+LIVE_POLICIES = ("nospec", "fixed:3", "nightjar")
 
 
 def gamma_max_within(gamma_max: int, given: bool, top: int | None) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
@@ -125,6 +126,35 @@ def parse_cores(text: str) -> list[int]:
     if not cores or min(cores) < 0 or len(set(cores)) != len(cores):
         raise NightjarInputError(f"core list must name distinct cores >= 0, got {text!r}")
     return cores
+
+
+def allowed_cores(text: str | None) -> tuple[int, ...]:
+    """``--cores``: the cores named (every core this process may use when None), each
+    one this process may run on."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if text is None:
+        return tuple(allowed)
+    cores = parse_cores(text)
+    outside = sorted(set(cores) - set(allowed))
+    if outside:
+        raise NightjarInputError(f"--cores {text}: this process may not run on cores {outside}")
+    return tuple(sorted(cores))
+
+
+def prior_binding(profile: str | None) -> Binding | None:
+    """The binding a step-time prior's profile file was measured under, or None (a
+    bundled name, a step table, a profile that recorded none; a file the loader has
+    checked already, so an unreadable one has nothing to compare)."""
+    if profile is None or not Path(profile).is_file():
+        return None
+    import json
+
+    try:
+        data = json.loads(Path(profile).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    measured = data.get("measured") if isinstance(data, dict) else None
+    return binding_from_json(measured.get("cpu_binding")) if isinstance(measured, dict) else None
 
 
 def format_cores(cores: Iterable[int]) -> str:

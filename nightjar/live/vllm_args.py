@@ -160,3 +160,20 @@ def take_flag(flags: list[str], flag: str) -> list[str]:
             )
         out.append(arg)
     return out
+
+
+def checked_engine_args(vllm_flags: list[str], server_args: list[str], serve: bool,
+                        kv_cache_gb_given: bool, compile_given: bool) -> dict[str, Any]:
+    """The vLLM flags a live run passes through, parsed and checked by vLLM's parser
+    (one line on a problem), as ``AsyncEngineArgs`` keywords. ``server_args`` (those
+    after ``--``) are the server's and need ``serve``."""
+    given = given_settings(list(vllm_flags), serve=serve)
+    check_settings(given, {"--kv-cache-gb": kv_cache_gb_given, "--compile": compile_given})
+    if not serve and server_args:
+        raise NightjarInputError(
+            "flags after -- go to vLLM's server and need --serve; give engine flags "
+            "before --"
+        )
+    if serve:
+        given_settings(list(vllm_flags) + list(server_args), serve=True)
+    return engine_args(given)

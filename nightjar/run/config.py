@@ -29,6 +29,7 @@ from nightjar.core.defaults import (
     OFFLOAD_MODES,
     gamma_max_within,
 )
+from nightjar.core.defaults import LIVE_POLICIES as LIVE_POLICIES  # a live run's default
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 DEFAULT_POLICIES = (
     "nospec", "fixed:1", "fixed:2", "fixed:3", "fixed:4", "nightjar", "nightjar-code", "nightjar+",
 )
-# A live run costs minutes per policy: the baseline, standard SD (gamma 3) and the paper's.
-LIVE_POLICIES = ("nospec", "fixed:3", "nightjar")
 # `nightjar live` and `nightjar validate` (describing a live run) use the shared values
 # (nightjar.core.defaults).
 LIVE_GAMMA_MAX = DEFAULT_GAMMA_MAX

@@ -52,6 +52,18 @@ class BenchPlan:
                 f"{list(self.policies)}"
             )
 
+    @classmethod
+    def asked(cls, policies: list[str] | None, repeats: int, noise_policy: str | None,
+              default: tuple[str, ...]) -> BenchPlan:
+        """The plan the flags ask for: ``policies`` expanded (``default`` when None),
+        the noise floor on ``noise_policy`` (the first policy when None, none for
+        ``'none'``)."""
+        from nightjar.policies.registry import expand_specs
+
+        specs = expand_specs(policies or list(default))
+        noise = specs[0] if noise_policy is None else noise_policy
+        return cls(tuple(specs), repeats, None if noise == "none" else noise)
+
     @property
     def labels(self) -> tuple[str, ...]:
         """The runs of one round before rotation: the policies, then the noise twin.
