@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nightjar.core.defaults import LIVE_POLICIES
+from nightjar.core.draft_kv import DEFAULT_DRAFT_KV
 from nightjar.errors import NightjarInputError
 from nightjar.live.engine_choice import EngineChoice, EngineSizes
 from nightjar.live.run_options import LiveOptions
@@ -57,13 +58,14 @@ def preflight(options: LiveOptions, roofline_prior: RooflinePrior) -> CheckedRun
     from nightjar.live import elastic
     from nightjar.live.drafter_setup import method_given, resolve_drafter
     from nightjar.live.drafters import choose_drafter
+    from nightjar.live.family_checks import family_refusal
     from nightjar.live.forced_residency import parse_forced_residency
     from nightjar.live.kv_room import check_kv_room
     from nightjar.live.lengths import speculation_lengths
     from nightjar.live.models import resolve_model, vocab_size
     from nightjar.live.policy_check import check_drafter_present, check_policies, speculating
     from nightjar.live.step_prior import checked_prior, within_prior
-    from nightjar.live.version import check_vllm_version
+    from nightjar.live.version import installed_family
     from nightjar.live.vllm_args import checked_engine_args
     from nightjar.policies.registry import expand_specs
 
@@ -84,7 +86,7 @@ def preflight(options: LiveOptions, roofline_prior: RooflinePrior) -> CheckedRun
         # Named on the command line: refused without vLLM or a model on disk.
         elastic.check_offload(choice.method, o.offload, memory, forced, o.alias_draft,
                               ballast_given)
-    check_vllm_version()
+    family = installed_family()  # the version gate first
     engine_args = checked_engine_args(list(o.vllm_flags), list(o.server_args), o.serve,
                                       o.kv_cache_gb is not None, o.compile)
     target = resolve_model(o.model, "model")
@@ -114,10 +116,17 @@ def preflight(options: LiveOptions, roofline_prior: RooflinePrior) -> CheckedRun
     check_kv_room(o.kv_cache_gb, draft if speculating(specs) else None, memory,
                   o.ballast_blocks, o.tensor_parallel_size)
     by_step, by_ms = parse_forced_residency(o.forced_residency)
+    # vLLM 0.34's runner always runs the draft at K = 0, so there sync is the default.
+    draft_kv = o.draft_kv or ("sync" if family.runner == "V2" else DEFAULT_DRAFT_KV)
     base = LiveSettings(
-        gamma_max=gamma_max, seed=o.seed, draft_kv=o.draft_kv, memory=memory,
+        gamma_max=gamma_max, seed=o.seed, draft_kv=draft_kv, memory=memory,
         reload_cost_s=reload_cost, ballast_blocks=o.ballast_blocks, reload=o.reload,
         alias=o.alias_draft, profile=profile, forced_residency=by_step,
         forced_residency_ms=by_ms,
     )
+    if method in DRAFTERS:
+        # What the installed release cannot run, refused here rather than in the engine.
+        why = family_refusal(family, base, DRAFTERS[method])
+        if why is not None:
+            raise NightjarInputError(why)
     return CheckedRun(engine, base, tuple(specs), rate_scale)

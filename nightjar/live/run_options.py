@@ -139,9 +139,10 @@ class LiveOptions:
     spec_tokens: int | None = option(
         "--spec-tokens", "the engine's num_speculative_tokens, as vLLM's flag (default: "
         "--gamma-max)", default=None, group=DRAFTER_GROUP)
-    draft_kv: str = option(
+    draft_kv: str | None = option(
         "--draft-kv", "at gamma 0, keep the draft's KV in sync (vLLM's behaviour) or skip the "
-        "draft", default=DEFAULT_DRAFT_KV, choices=DRAFT_KV_MODES)
+        f"draft (default: {DEFAULT_DRAFT_KV}; sync on vLLM 0.34, which cannot skip it)",
+        default=None, choices=DRAFT_KV_MODES)
     offload: str = option(
         "--offload", "elastic draft memory: move the draft out of device memory when its KV "
         "blocks are worth more to waiting requests; auto = on with --alias-draft for a drafter"

@@ -249,3 +249,16 @@ def test_synthetic_prompt_ids_come_from_the_targets_vocabulary(tmp_path: Path) -
     assert prompt_vocab(spec, ReplayOptions(vocab_size=500)) == 500
     ids = synthetic_prompt(5000, prompt_vocab(spec, ReplayOptions()), np.random.default_rng(0))
     assert max(ids) < 2048 and min(ids) >= 3
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--draft-kv", "skip"], "skipping it is not yet supported"),
+    (["--offload", "on"], "not yet supported on vLLM 0.34.0"),
+])
+def test_vllm_034_refuses_what_its_runner_cannot_do_before_starting(
+    capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flags: list[str], needle: str
+) -> None:
+    monkeypatch.setattr("nightjar.live.version.installed_vllm_version", lambda: "0.34.0")
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 2048)
+    _fails(capsys, ["live", "--model", target, "--draft", draft, "--trace", "x", *flags],
+           needle)
