@@ -259,9 +259,9 @@ def test_a_steps_price_is_its_decode_plus_its_prompt_work_bit_for_bit(
     ]:
         drafted = g * n
         whole = pricer.price(n, g, drafted, ctx, p, loaded, sync)
-        decode = pricer.price(n, g, drafted, ctx, 0, loaded, sync)[0]
+        decode = pricer.price(n, g, drafted, ctx, 0, loaded, sync).total_s
         runs = loaded and (g > 0 or sync)
         target, full = pricer.prompt_s(n, n + drafted, p, runs)
-        assert whole[0] == decode + full
-        assert whole[2] == full and whole[4] == runs
-        assert pricer.price(n, g, drafted, ctx, p, False, False)[2] == target
+        assert whole.total_s == decode + full
+        assert whole.prefill_s == full and whole.draft_prefilled == runs
+        assert pricer.price(n, g, drafted, ctx, p, False, False).prefill_s == target

@@ -405,15 +405,16 @@ class Engine:
             else:
                 lag = int(state[LAG, :n][gam > 0].sum())
         resident = self.draft.resident
-        total_s, _, _, switch_s, self._draft_prefilled, off_grid, _ = self._pricer.price(
+        price = self._pricer.price(
             n, g_max, drafted, mean_ctx, prefill, resident, self._sync, lag,
             prompt_gamma if not n else g_max, prompts_done, now - self._last_end,
         )
-        if off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
+        self._draft_prefilled = price.draft_prefilled
+        if price.off_grid:  # priced at a table's edge (Profile.clamp, mixed_off_grid)
             self.context_clamped_steps += 1
         overhead_s = self.draft.take_step_overhead_s()
-        step_s = float(total_s + overhead_s)
-        switch_s = float(switch_s)
+        step_s = float(price.total_s + overhead_s)
+        switch_s = float(price.switch_s)
         end = now + step_s
         if n or prefill:
             self._last_end = end

@@ -66,11 +66,11 @@ class StepPrice:
 
 
 def price_step(profile: Profile, shape: StepShape) -> StepPrice:
-    return StepPrice(*StepPricer(profile).price(
+    return StepPricer(profile).price(
         shape.n_decode, shape.g_max, shape.drafted, shape.mean_ctx, shape.prefill_tokens,
         shape.draft_loaded, shape.sync, shape.lag_tokens, shape.prompt_gamma,
         shape.prompts_done, shape.idle_s,
-    ))
+    )
 
 
 class StepPricer:
@@ -79,8 +79,7 @@ class StepPricer:
     The prefill curves are pure functions of a token count, so their chunked values
     are memoised (a simulation asks for the same few thousand counts again and
     again); the rest is the same arithmetic in the same order, so a price is
-    identical to the bare function's, bit for bit. :meth:`price` returns the fields
-    of :class:`StepPrice` as a tuple.
+    identical to the bare function's, bit for bit.
     """
 
     def __init__(self, profile: Profile) -> None:
@@ -111,8 +110,8 @@ class StepPricer:
         self, n: int, g_max: int, drafted: int, mean_ctx: float, p: int,
         draft_loaded: bool, sync: bool, lag_tokens: int = 0,
         prompt_gamma: int | None = None, prompts_done: int = 0, idle_s: float = 0.0,
-    ) -> tuple[float, float, float, float, bool, bool, float]:
-        """(total_s, decode_s, prefill_s, switch_s, draft_prefilled, off_grid, wake_s)."""
+    ) -> StepPrice:
+        """:func:`price_step` with the shape's fields as arguments (no shape built)."""
         profile = self.profile
         decode_s = switch_s = prefill_s = 0.0
         off_grid = False
@@ -145,7 +144,8 @@ class StepPricer:
         if idle_s > self._wake_from:
             wake_s = profile.wake_s(idle_s)
             total += wake_s
-        return total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid, wake_s
+        # Positional, in the field order (keywords cost more on the hot path).
+        return StepPrice(total, decode_s, prefill_s, switch_s, draft_prefilled, off_grid, wake_s)
 
     def prompt_s(self, n: int, base: int, p: int, draft_runs: bool) -> tuple[float, float]:
         """``p`` prompt tokens in a forward of ``base`` other tokens (``n`` of them

@@ -290,7 +290,7 @@ class Recorder:
             # the draft.
             loaded = draft_loaded if g == 0 else True
             g_max = g if n_spec else 0
-            out[g] = price(n, g_max, g * n_spec, ctx, 0, loaded, sync)[0]
+            out[g] = price(n, g_max, g * n_spec, ctx, 0, loaded, sync).total_s
         return out
 
     def _tokens_of(self, c: Chunk) -> tuple[np.ndarray, np.ndarray]:
