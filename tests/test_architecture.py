@@ -9,6 +9,7 @@ a module loads when imported (:func:`closure`) follows import-time imports only.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -350,3 +351,20 @@ def test_the_sub_command_modules_are_the_cli_s_commands() -> None:
                        for n in ast.parse(p.read_text(encoding="utf-8")).body)}
     assert defining == set(COMMANDS)
     assert len(COMMANDS) == len(set(COMMANDS))
+
+
+def test_the_architecture_doc_names_every_family_and_only_files_that_exist() -> None:
+    """docs/architecture.md's family table: a row per family folder, and every module
+    a row names (`name.py`) is a file of that family, so a move cannot leave it stale."""
+    doc = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `nightjar/(\w+)/` \| (.*) \|$", doc, flags=re.M))
+    package = ROOT
+    families = {d.name for d in package.iterdir() if (d / "__init__.py").exists()}
+    assert families <= set(rows), sorted(families - set(rows))
+    for family, text in rows.items():
+        files = {p.name for p in (package / family).rglob("*.py")}
+        named = set(re.findall(r"`([\w/]*?(\w+\.py))`", text))
+        outside = ("tests/", "docs/", "scripts/", "benchmarks/", "tools/")
+        missing = sorted(full for full, name in named
+                         if name not in files and not full.startswith(outside))
+        assert not missing, (family, missing)
