@@ -307,3 +307,15 @@ def test_cli_list_and_show(
     text = capsys.readouterr().out
     blocks = load_profile(A100).memory.kv_blocks(False)
     assert f"{blocks} without draft" in text and "gamma 3" in text
+
+
+def test_a_lookup_far_past_the_grid_costs_one_row() -> None:
+    """Batch 10**6 is priced from the last segment carried on, without building a row
+    for every batch size up to it (which took minutes and gigabytes)."""
+    profile = load_profile(DEFAULT_PROFILE)
+    near = profile.max_batch_size + 1
+    far = profile.step_time_s(10**6, 1, 100.0)
+    assert far >= profile.step_time_s(near, 1, 100.0)
+    assert profile.decode_timing(10**6, 1, 100.0).step_s == far
+    assert profile.draft_forward_s(10**6, 100.0) >= profile.draft_forward_s(near, 100.0)
+    assert len(profile._decode[1]) == profile.max_batch_size + 1  # no dense growth

@@ -118,6 +118,10 @@ class DecodeTiming:
     verify_s: float  # the target forward over batch_size * (gamma + 1) tokens
 
 
+# (step, draft, verify) rows over the context grid at one batch size and gamma.
+_DecodeRow = tuple[list[float], list[float], list[float]]
+
+
 def _dense(
     grid_b: list[int], values: dict[int, list[float]], b_max: int
 ) -> list[list[float] | None]:
@@ -209,11 +213,14 @@ class Profile:
                 for s, d, v in zip(*cols, strict=True)
             ]
         self._draft_fwd = _dense(p.batch_sizes, p.draft_forward, bmax)
-        # What _extend carries past the grid, and the largest batch the dense rows hold.
+        # What _far carries past the grid, and the largest batch the dense rows hold.
         self._grid_b = list(p.batch_sizes)
         self._decode_src = {g: [p.decode[k][g] for k in range(3)] for g in p.gammas}
         self._draft_src = p.draft_forward
         self._top = bmax
+        # Rows past the grid, per batch size asked for: computed for that batch alone,
+        # so a lookup at batch 10**6 costs one row, not a million.
+        self._far_rows: dict[int, tuple[dict[int, _DecodeRow], list[float]]] = {}
         self._pf_tokens = [float(t) for t in p.prefill_tokens]
         self._pf_target = p.prefill_target_s
         self._pf_draft = p.prefill_draft_s
@@ -275,23 +282,24 @@ class Profile:
         return (batch_size > self.max_batch_size
                 or self.clamp(batch_size, context_len) != (batch_size, context_len))
 
-    def _extend(self, batch_size: int) -> None:
-        """Dense rows up to ``batch_size``, past the grid (:func:`_beyond`); each batch
-        size is computed once, when a lookup first asks for it."""
-        grid = self._grid_b
-        for b in range(self._top + 1, batch_size + 1):
-            for g, per_b in self._decode.items():
-                s, d, v = (_beyond(grid, src, b) for src in self._decode_src[g])
-                per_b.append((s, d, v))
-            self._draft_fwd.append(_beyond(grid, self._draft_src, b))
-        self._top = max(self._top, batch_size)
+    def _far(self, batch_size: int) -> tuple[dict[int, _DecodeRow], list[float]]:
+        """The decode rows (per gamma) and the draft row at a batch size past the grid
+        (:func:`_beyond`), computed once per batch size a lookup asks for."""
+        rows = self._far_rows.get(batch_size)
+        if rows is None:
+            grid, b = self._grid_b, batch_size
+            decode: dict[int, _DecodeRow] = {}
+            for g, src in self._decode_src.items():
+                s, d, v = (_beyond(grid, column, b) for column in src)
+                decode[g] = (s, d, v)
+            rows = (decode, _beyond(grid, self._draft_src, b))
+            self._far_rows[batch_size] = rows
+        return rows
 
     def _row(self, batch_size: int, context_len: float) -> tuple[int, int, float]:
         # clamp() inlined: this runs several times per simulated step.
         b, c = batch_size, context_len
-        if b > self._top:
-            self._extend(b)
-        elif b < self.min_batch_size:
+        if b < self.min_batch_size:
             if b < 1:  # not a point off the grid but no batch at all: a caller's bug
                 raise ProfileRangeError(f"profile {self.name}: batch size {b} is not >= 1")
             b = self.min_batch_size
@@ -311,7 +319,7 @@ class Profile:
                 f"profile {self.name}: gamma {gamma} not in the table (0..{self.gamma_max})"
             )
         b, i, w = self._row(batch_size, context_len)
-        row = per_b[b]
+        row = per_b[b] if b <= self._top else self._far(b)[0][gamma]
         assert row is not None  # _row raised the batch size into the table
         return row, i, w
 
@@ -331,14 +339,12 @@ class Profile:
         if per_b is None or b < self.min_batch_size:
             (s, _, _), i, w = self._lookup(batch_size, gamma, context_len)  # raises or clamps
             return s[i] if w == 0.0 else s[i] + w * (s[i + 1] - s[i])
-        if b > self._top:
-            self._extend(b)
         if not c >= self.min_context_len:  # also NaN
             c = self.min_context_len
         elif c > self.max_context_len:
             c = self.max_context_len
-        row = per_b[b]
-        assert row is not None  # b is inside the dense rows
+        row = per_b[b] if b <= self._top else self._far(b)[0][gamma]
+        assert row is not None  # b is inside the dense rows or past them
         s = row[0]
         grid = self._ctx
         if len(grid) == 1:
@@ -353,7 +359,7 @@ class Profile:
 
     def draft_forward_s(self, batch_size: int, context_len: float) -> float:
         b, i, w = self._row(batch_size, context_len)
-        row = self._draft_fwd[b]
+        row = self._draft_fwd[b] if b <= self._top else self._far(b)[1]
         assert row is not None
         return row[i] if w == 0.0 else row[i] + w * (row[i + 1] - row[i])
 
