@@ -22,6 +22,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.live.run_options import LiveOptions
 
 if TYPE_CHECKING:
+    from nightjar.core.memory import MemoryConfig
     from nightjar.core.records import RunResult
     from nightjar.core.slo import Slo
     from nightjar.live.preflight import CheckedRun
@@ -50,7 +51,7 @@ def live_options(args: argparse.Namespace) -> LiveOptions:
     return options_of(args, LiveOptions)
 
 
-def memory_settings(args: argparse.Namespace) -> Any:
+def memory_settings(args: argparse.Namespace) -> MemoryConfig | None:
     """``LiveSettings.memory`` from parsed flags (:meth:`LiveOptions.memory`)."""
     return live_options(args).memory()
 

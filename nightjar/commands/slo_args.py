@@ -1,28 +1,10 @@
-"""The ``--slo-ttft`` / ``--slo-tpot`` flags shared by ``sim``, ``live`` and ``sweep``."""
+"""The SLO limits a command's ``--slo-ttft`` / ``--slo-tpot`` flags give, checked (the
+flags themselves are fields of the commands' settings types)."""
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-
-
-def add_slo_args(parser: Any) -> None:
-    default = Slo()
-    parser.add_argument(
-        "--slo-ttft", type=float, default=default.ttft_s, metavar="S",
-        help=f"time-to-first-token limit for goodput, seconds (default {default.ttft_s:g})",
-    )
-    parser.add_argument(
-        "--slo-tpot", type=float, default=default.tpot_s, metavar="S",
-        help=f"time-per-output-token limit for goodput, seconds (default {default.tpot_s:g})",
-    )
-
-
-def slo_from_args(args: argparse.Namespace) -> Slo:
-    return make_slo(args.slo_ttft, args.slo_tpot)
 
 
 def make_slo(ttft_s: float, tpot_s: float) -> Slo:
