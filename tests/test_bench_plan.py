@@ -88,9 +88,12 @@ def test_core_lists_parse_and_format() -> None:
     assert bind.rank_groups(1, [0, 1]) == "0-1"
     assert bind.rank_groups(2, [0, 1, 2, 3]) == "0-1|2-3"
     assert bind.rank_groups(2, [0, 1, 2, 3], compact=False) == "0,1|2,3"
-    for bad in ("x", "1,1", "-1", ""):
+    for bad in ("x", "1,1", "-1", "", "3-1"):
         with pytest.raises(NightjarInputError):
             bind.parse_cores(bad)
+    # A range no machine has is refused before it is built (it took 35 s and 4.4 GB).
+    with pytest.raises(NightjarInputError, match="past any machine's"):
+        bind.parse_cores("0-30000000")
     with pytest.raises(NightjarInputError, match="needs at least 3 CPU cores"):
         bind.rank_groups(3, [0, 1])
 

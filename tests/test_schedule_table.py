@@ -111,7 +111,9 @@ def test_out_never_replaces_a_file_unasked(tmp_path: Path, capsys: Any) -> None:
         (["--metric", "speed"], "invalid choice"),
         (["--gamma-max", "9"], "exceeds the profile's table"),
         (["--speculative-config", "[1]"], "must be a JSON object"),
-        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--seeds", "0"], "--seeds must be in 1..1000"),
+        (["--seeds", "1000000000"], "--seeds must be in 1..1000"),
+        (["--seed", str(2**63 - 2), "--seeds", "3"], "the held-out seeds pass"),
         (["--vllm", "0.31.0"], "supports vLLM 0.32.0, 0.33.0, 0.34.0 only"),
         # vLLM's V1 runner keeps a static K for a suffix drafter whatever the table says.
         (["--vllm", "0.33.0", "--speculative-config", '{"method": "suffix"}'],

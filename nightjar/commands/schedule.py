@@ -18,8 +18,10 @@ from nightjar.commands.run_flags import add_run_flags, run_config
 from nightjar.errors import NightjarInputError
 from nightjar.live.vllm_family import Family
 from nightjar.profile.profile import DEFAULT_PROFILE
-from nightjar.run.config import flag_of
+from nightjar.run.config import MAX_SEED, flag_of
 
+# Held-out seeds at most (each runs the table, nightjar+ and every fixed K).
+MAX_HELD_OUT = 1000
 # The simulator settings that shape the load the table is tuned for.
 FIELDS = ("seed", "gamma_max", "draft_kv", "offload", "engine", "acceptance", "max_num_seqs",
           "max_num_batched_tokens", "max_model_len")
@@ -105,10 +107,15 @@ def run(args: argparse.Namespace) -> int:
     from nightjar.sweep.table import METRICS, TableSearch, compare, search_table, vllm_table
     from nightjar.trace.trace import load_trace
 
-    if args.seeds < 1:
-        raise NightjarInputError(f"--seeds must be >= 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_HELD_OUT:
+        # Each held-out seed runs the table, nightjar+ and every fixed K: bounded up front.
+        raise NightjarInputError(f"--seeds must be in 1..{MAX_HELD_OUT}, got {args.seeds}")
     base = _base_config(args.speculative_config)
     config = run_config(args, only=FIELDS)
+    if config.seed + args.seeds > MAX_SEED:
+        raise NightjarInputError(
+            f"--seed {config.seed} with --seeds {args.seeds}: the held-out seeds pass "
+            f"{MAX_SEED}, the largest seed")
     # Before the search: an --out that cannot be written, or that would replace a
     # file without --force (the trace or profile included), is refused up front.
     out_file = None if args.out is None else check_out_file(

@@ -113,16 +113,25 @@ def binding_from_extras(extra: dict[str, float]) -> Binding | None:
     return Binding(bind, threads, "recorded")
 
 
+# Linux's largest CPU count (CONFIG_NR_CPUS, 8192) less one: the largest core id.
+MAX_CORE_ID = 8191
+
+
 def parse_cores(text: str) -> list[int]:
     """``"0-1"``, ``"0,2,5-7"`` -> core ids (vLLM's list syntax); one-line errors."""
     cores: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, dash, hi = part.strip().partition("-")
-            first = int(lo)
-            cores.extend(range(first, int(hi) + 1) if dash else [first])
-    except ValueError:
-        raise NightjarInputError(f"core list must look like 0-3 or 0,2,5, got {text!r}") from None
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise NightjarInputError(
+                f"core list must look like 0-3 or 0,2,5, got {text!r}") from None
+        if last > MAX_CORE_ID:
+            # Checked before the range is built: 0-30000000 would be gigabytes.
+            raise NightjarInputError(
+                f"core list names core {last}, past any machine's (<= {MAX_CORE_ID})")
+        cores.extend(range(first, last + 1))
     if not cores or min(cores) < 0 or len(set(cores)) != len(cores):
         raise NightjarInputError(f"core list must name distinct cores >= 0, got {text!r}")
     return cores
