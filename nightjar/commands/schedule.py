@@ -18,7 +18,8 @@ from nightjar.commands.run_flags import add_run_flags, run_config
 from nightjar.errors import NightjarInputError
 from nightjar.live.vllm_family import Family
 from nightjar.profile.profile import DEFAULT_PROFILE
-from nightjar.run.config import MAX_SEED, flag_of
+from nightjar.run.config import flag_of
+from nightjar.trace.schema import MAX_SEED
 
 # Held-out seeds at most (each runs the table, nightjar+ and every fixed K).
 MAX_HELD_OUT = 1000
