@@ -100,7 +100,7 @@ def test_kv_room(tmp_path: Path) -> None:
     with pytest.raises(NightjarInputError, match="fill the whole pool"):
         check_kv_room(0.0005, str(draft), on)
     check_kv_room(0.0005, str(draft), on, tensor_parallel_size=4)  # a quarter per rank
-    with pytest.raises(NightjarInputError, match="--kv-cache-gb must be > 0"):
+    with pytest.raises(NightjarInputError, match="--kv-cache-gb must be in"):
         check_kv_room(-1.0, None, None)
 
 
@@ -230,7 +230,8 @@ def test_checked_prior_is_an_absolute_path_for_files(tmp_path: Path,
 def test_bench_limits_and_plan() -> None:
     check_bench_numbers(1.0, 1.0, 0, 10.0, None)
     for args, needle in (((0.0, 1.0, 0, 10.0, None), "--time-scale must be > 0"),
-                         ((1.0, 0.0, 0, 10.0, None), "--kv-cache-gb must be > 0"),
+                         ((1.0, 0.0, 0, 10.0, None), "--kv-cache-gb must be in"),
+                         ((1.0, float("inf"), 0, 10.0, None), "--kv-cache-gb must be in"),
                          ((1.0, 1.0, -1, 10.0, None), "--retries must be >= 0"),
                          ((1.0, 1.0, 0, 101.0, None), "--max-foreign must be a percentage"),
                          ((1.0, 1.0, 0, 10.0, 0), "--gamma-max must be >= 1")):

@@ -5,6 +5,8 @@ meaning, and the context-window check."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -34,8 +36,13 @@ pytest.importorskip("pyarrow")
 def test_a_parquet_trace_loads_back_equal_and_runs(tmp_path: Path) -> None:
     trace = load_trace("longctx-mix")
     path = tmp_path / "mix.parquet"
-    assert main(["trace", "export", "longctx-mix", "--format", "parquet", "--out",
-                 str(path)]) == 0
+    old = os.umask(0o022)
+    try:
+        assert main(["trace", "export", "longctx-mix", "--format", "parquet", "--out",
+                     str(path)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # as documented, not mkstemp's 0600
     back = load_trace(str(path))
     np.testing.assert_array_equal(back.arrival_s, trace.arrival_s)  # exact, no rounding
     np.testing.assert_array_equal(back.prompt_tokens, trace.prompt_tokens)

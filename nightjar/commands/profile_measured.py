@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.live.kv_room import check_kv_cache_gb
 
 
 def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
@@ -101,8 +102,7 @@ def run_measured(args: argparse.Namespace) -> int:
         x for x in (args.add_mixed_to, args.prompts) if x])
     if not out.parent.is_dir():
         raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
-    if not args.kv_cache_gb > 0:
-        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
+    check_kv_cache_gb(args.kv_cache_gb)
     base = base_profile(args.add_mixed_to)
     check_vllm_version()
     target = resolve_model(args.model, "model")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nightjar.errors import NightjarInputError
-from nightjar.results.outdir import TMP_TAG, write_out_file
+from nightjar.results.outdir import TMP_TAG, plain_file_mode, write_out_file
 from nightjar.trace.trace import Trace, trace_to_json
 
 
@@ -45,6 +45,7 @@ def write_trace(real: Path, shown: Path, trace: Trace, fmt: str) -> Path:
     tmp = Path(name)
     try:
         write_trace_parquet(trace, tmp)
+        os.chmod(tmp, plain_file_mode())
         os.replace(tmp, real)
     except OSError as exc:
         raise NightjarInputError(f"cannot write {shown}: {exc.strerror or exc}") from None

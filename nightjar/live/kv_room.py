@@ -5,10 +5,15 @@ from __future__ import annotations
 from nightjar.core.memory import MemoryConfig
 from nightjar.errors import NightjarInputError
 
+# 16 TiB: past any one machine's memory; inf or 1e300 would fail deep in vLLM (int()).
+MAX_KV_CACHE_GB = 16384.0
+
 
 def check_kv_cache_gb(kv_cache_gb: float | None) -> None:
-    if kv_cache_gb is not None and not kv_cache_gb > 0:
-        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {kv_cache_gb}")
+    """The one check of ``--kv-cache-gb`` (live, bench live, profile): a finite size."""
+    if kv_cache_gb is not None and not 0 < kv_cache_gb <= MAX_KV_CACHE_GB:
+        raise NightjarInputError(
+            f"--kv-cache-gb must be in (0, {MAX_KV_CACHE_GB:g}] GiB, got {kv_cache_gb}")
 
 
 def check_kv_room(kv_cache_gb: float | None, draft: str | None, memory: MemoryConfig | None,

@@ -73,7 +73,8 @@ def read_log(path: str | Path, t0: float = 0.0) -> LogContents:
     """
     out = LogContents()
     text = Path(path).read_text(encoding="utf-8") if Path(path).exists() else ""
-    for line in text[: text.rfind("\n") + 1].splitlines():
+    # Records end at "\n" only (a prompt-derived string may hold U+2028 raw).
+    for line in text[: text.rfind("\n") + 1].split("\n"):
         if not line.strip():
             continue
         row = json.loads(line)

@@ -172,6 +172,11 @@ def _umask() -> int:
     return mask
 
 
+def plain_file_mode() -> int:
+    """The mode ``open()`` gives a new file (0666 less the umask), not mkstemp's 0600."""
+    return 0o666 & ~_umask()
+
+
 def _oserror(path: Path, exc: OSError) -> NightjarInputError:
     return NightjarInputError(f"cannot write to {path}: {exc.strerror or exc}")
 
@@ -323,9 +328,7 @@ def write_out_file(real: Path, text: str, shown: Path | None = None) -> None:
             tmp = Path(name)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)  # as open() would have made it, not mkstemp's 0600
+            os.chmod(tmp, plain_file_mode())
             os.replace(tmp, real)
             tmp = None
         except OSError as exc:

@@ -74,7 +74,7 @@ class RunningBatch:
         """Add requests at the tail: ``columns`` is ``FIELDS x k``, prefilling ones."""
         k = columns.shape[1]
         end = self.n + k
-        if end > self.state.shape[1]:  # never past max_num_seqs, but stay safe
+        if end > self.state.shape[1]:  # the engine sizes it below its cap: grow
             grown = max(end, 2 * self.state.shape[1])
             state = np.zeros((FIELDS, grown), dtype=np.int64)
             state[:, : self.n] = self.state[:, : self.n]

@@ -99,7 +99,9 @@ class Engine:
         # The per-step decide -> memory -> clamp -> observe sequence lives in the driver.
         self.driver = StepDriver(policy, self.draft.controller, profile)
         self.rng = np.random.default_rng([config.seed, 11])
-        self.batch = RunningBatch(config.max_num_seqs)
+        # Sized by what runs, not by what the cap claims: the batch grows on demand, so
+        # --max-num-seqs 10**9 costs nothing until 10**9 requests run at once.
+        self.batch = RunningBatch(min(config.max_num_seqs, 1024))
         self.waiting: deque[int] = deque()
         # Running sums over the waiting queue for StepContext (kept on every push and
         # pop, so a long queue costs nothing per step): tokens to prefill, preempted.

@@ -1,7 +1,8 @@
 """A sweep's grid: what varies, read from flags or a TOML file, validated, expanded to cells.
 
 Every axis is a list; the grid is their cross product. ``seeds`` is either a count
-(``3`` means seeds 0, 1, 2) or an explicit list. Flags given on the command line win
+(``3`` means seeds 0, 1, 2) or an explicit list; ``seed = 5`` in a file is the one seed
+5, as ``sim --seed 5``. Flags given on the command line win
 over the file's values, and the file's over the defaults. The SLO limits are not an
 axis: one pair applies to the whole sweep (and is part of every cell's identity).
 """
@@ -97,7 +98,19 @@ def read_config(path: Path) -> dict[str, Any]:
     # The file may spell axes in the plural, as people write them in prose.
     plural = {"traces": "trace", "profiles": "profile", "policies": "policy",
               "rate_scales": "rate_scale", "seed": "seeds"}
-    return {plural.get(k, k): v for k, v in data.items()}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        axis = plural.get(key, key)
+        if axis in out:
+            # Both spellings: one list would silently win over the other.
+            twin = next(k for k in data if k != key and plural.get(k, k) == axis)
+            raise NightjarInputError(f"{what}: {twin!r} and {key!r} name the same axis; "
+                                     "give one")
+        if key == "seed" and isinstance(value, int) and not isinstance(value, bool):
+            # seed = 5 is the seed 5, as sim --seed 5; seeds = 5 counts seeds 0..4.
+            value = [value]
+        out[axis] = value
+    return out
 
 
 def _label(name: str, where: str) -> str:

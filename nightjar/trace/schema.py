@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from nightjar.errors import NightjarInputError
 from nightjar.trace.workloads import MAX_TOKENS, WORKLOADS, LengthDist
 
@@ -107,9 +109,12 @@ def check_arrival(t: float, where: str) -> float:
 
 def check_seed(seed: int, what: str = "--seed") -> int:
     """A seed numpy accepts, or one line naming ``what``."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+    # numpy's integers are integers (a seed taken from an array); bools are not seeds.
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
         raise NightjarInputError(f"{what} must be an integer in 0..{MAX_SEED}, got {seed!r}")
-    return seed
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise NightjarInputError(f"{what} must be an integer in 0..{MAX_SEED}, got {seed!r}")
+    return int(seed)
 
 
 def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:

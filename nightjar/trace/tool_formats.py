@@ -236,7 +236,9 @@ def import_vllm_jsonl(
     texts: list[str] = []
     prompt: list[int] = []
     output: list[int] = []
-    lines = read_text(path, f"{path}").splitlines()
+    # JSON Lines end at "\n" only: str.splitlines() would also split at U+2028 and
+    # the other separators a JSON string may hold raw.
+    lines = read_text(path, f"{path}").split("\n")
     for number, line in enumerate(lines, start=1):
         if limit is not None and len(texts) >= limit:
             break

@@ -22,6 +22,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.reading import as_path, loads_json, read_text
 from nightjar.trace.schema import (
     FORMAT_VERSION,
+    MAX_ARRIVAL_S,
     SegmentSpec,
     TraceSpec,
     check_arrival,
@@ -103,15 +104,22 @@ class Trace:
             raise NightjarInputError(f"rate scale must be a finite number > 0, got {scale!r}")
         if scale == 1.0:
             return self
+        # Checked before dividing: a tiny scale overflows to inf (and numpy warns).
+        if self.duration_s / scale > MAX_ARRIVAL_S:
+            raise NightjarInputError(
+                f"rate scale {scale:g} stretches the trace past {MAX_ARRIVAL_S:.0e} s "
+                "(3 years)")
         span = None if self.span_s is None else self.span_s / scale
         return dataclasses.replace(self, arrival_s=self.arrival_s / scale, span_s=span)
 
     def head(self, n: int) -> Trace:
         """The first ``n`` requests (all when there are fewer); the trace then ends at
         its last kept arrival."""
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise NightjarInputError(f"Trace.head needs a whole count >= 1, got {n!r}")
         if n >= len(self):
             return self
-        cut = slice(0, max(n, 1))
+        cut = slice(0, int(n))
         return dataclasses.replace(
             self,
             arrival_s=self.arrival_s[cut], prompt_tokens=self.prompt_tokens[cut],

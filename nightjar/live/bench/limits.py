@@ -7,6 +7,7 @@ import math
 
 from nightjar.core.defaults import DEFAULT_GAMMA_MAX
 from nightjar.errors import NightjarInputError
+from nightjar.live.kv_room import check_kv_cache_gb
 
 # The five policies the agreement goal is judged on.
 BENCH_POLICIES = ("nospec", "fixed:3", "nightjar", "nightjar-code", "nightjar+")
@@ -21,8 +22,7 @@ def check_bench_numbers(time_scale: float, kv_cache_gb: float, retries: int,
                         max_foreign_pct: float, gamma_max: int | None) -> None:
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise NightjarInputError(f"--time-scale must be > 0, got {time_scale}")
-    if not kv_cache_gb > 0:
-        raise NightjarInputError(f"--kv-cache-gb must be > 0, got {kv_cache_gb}")
+    check_kv_cache_gb(kv_cache_gb)
     if retries < 0:
         raise NightjarInputError(f"--retries must be >= 0, got {retries}")
     if not 0 <= max_foreign_pct <= 100:

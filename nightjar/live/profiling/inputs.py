@@ -46,7 +46,9 @@ def read_prompts(path: str | None) -> tuple[str, ...]:
         return ()
     from nightjar.reading import as_path, read_text
 
-    lines = read_text(as_path(path, "--prompts"), f"--prompts {path}").splitlines()
+    # One prompt per "\n" line: a prompt may hold U+2028 and the like.
+    text = read_text(as_path(path, "--prompts"), f"--prompts {path}")
+    lines = [line.rstrip("\r") for line in text.split("\n")]
     texts = tuple(line for line in lines if line.strip())
     if not texts:
         raise NightjarInputError(f"--prompts {path}: no prompts (one per line)")
