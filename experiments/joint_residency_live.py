@@ -18,7 +18,13 @@ to requests and the burst's queue waits for blocks:
   step-time model says the draft's blocks are worth more to the waiting requests);
 - ``gamma0``: ``--no-offload-on-capacity``, the original rule (offload only after
   the policy chose gamma 0 for ``k_offload`` steps);
-- ``nospec`` (optional, ``--arms``): vLLM without a draft on the same pool.
+- ``nospec`` (optional, ``--arms``): vLLM without a draft on the same pool;
+- ``auto`` and ``static`` (issue 36: what the default ``--offload auto`` changes on the
+  CPU engine): ``auto`` is ``--alias-draft`` (auto is on there: the draft's weights sit
+  in 48 of the 85 blocks and the freed bytes become KV blocks when it leaves);
+  ``static`` is the default without it (auto is off: the draft stays resident) on the
+  same memory, the pool less the draft's weights (37 blocks' worth,
+  ``--kv-cache-gb`` x 37/85), as a server that keeps the draft outside its pool has.
 
 Arms alternate within each repeat (joint, gamma0, joint, gamma0, ...) so that drift
 in the machine's load hits both. The table gives per-run figures, then each metric's
@@ -47,7 +53,15 @@ KV_CACHE_GB = 0.19
 # would exceed the whole pool and the room-based reload could never fire.
 LOW_WATER = 4
 CLI = "import sys; from nightjar.cli import main; sys.exit(main())"
-ARMS = {"joint": [], "gamma0": ["--no-offload-on-capacity"], "nospec": []}
+ARMS = {
+    "joint": ["--offload", "on"],
+    "gamma0": ["--offload", "on", "--no-offload-on-capacity"],
+    "auto": ["--offload", "auto", "--alias-draft"],
+    "static": [],
+    "nospec": [],
+}
+# The blocks left to requests beside the resident draft: the static arm's whole pool.
+BLOCKS, DRAFT_BLOCKS = 85, 48
 SUMMARY = {
     "tok/s": "throughput_tok_s",
     "E2E s": "e2e_s_mean",
@@ -73,19 +87,22 @@ class Run:
 
 def _command(args: argparse.Namespace, arm: str, out: Path) -> list[str]:
     models = Path(args.models)
+    kv_gb = args.kv_cache_gb
+    if arm == "static":
+        kv_gb = kv_gb * (BLOCKS - DRAFT_BLOCKS) / BLOCKS
     cmd = [
         sys.executable, "-c", CLI, "live",
         "--model", str(models / "target"), "--draft", str(models / "draft"),
         "--trace", str(args.trace), "--gamma-max", "3", "--max-model-len", "512",
-        "--kv-cache-gb", str(args.kv_cache_gb), "--seed", "0",
+        "--kv-cache-gb", f"{kv_gb:.6g}", "--seed", "0",
         "--out", str(out), "--force", "--no-report", "--quiet",
     ]
     if arm == "nospec":
         return [*cmd, "--policy", "nospec"]
-    return [
-        *cmd, "--policy", args.policy, "--profile", str(Path(args.profile).resolve()),
-        "--offload", "on", "--low-water-blocks", str(LOW_WATER), *ARMS[arm],
-    ]
+    cmd += ["--policy", args.policy, "--profile", str(Path(args.profile).resolve())]
+    if arm == "static":  # no elastic memory: its thresholds would be refused
+        return cmd
+    return [*cmd, "--low-water-blocks", str(LOW_WATER), *ARMS[arm]]
 
 
 def _summary(out: Path) -> dict[str, float]:

@@ -29,6 +29,7 @@ from nightjar.trace.schema import (
     check_seed,
     parse_trace_json,
 )
+from nightjar.trace.sniff import import_hint
 from nightjar.trace.workloads import MAX_TOKENS, get_workload
 
 Prompt = str | list[int] | None
@@ -356,6 +357,9 @@ def load_trace(name_or_path: str | os.PathLike[str], seed: int | None = None) ->
     if is_parquet(path):
         return Trace(**read_trace_parquet(path, seed))
     label, text, default_name = read_trace_source(name_or_path)
+    hint = import_hint(label, text)
+    if hint is not None:
+        raise NightjarInputError(hint)
     obj = loads_json(text, label)
     return materialize(parse_trace_json(obj, label, default_name), seed)
 
