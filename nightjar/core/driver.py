@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from nightjar.core.estimators import expected_tokens
 from nightjar.core.memory import Action, MemoryController, pool_binds
-from nightjar.core.policy import Policy, clamp_decision
+from nightjar.core.policy import Policy
 from nightjar.core.types import (
     Decision,
     LatencyModel,
@@ -129,19 +129,25 @@ class StepDriver:
         if self.batch_gamma and not isinstance(chosen, int):
             chosen = _largest(chosen)
         ctrl = self.controller
-        if forced is not Action.NONE:
-            action = forced if ctrl.force(forced, ctx.now) else Action.NONE
-        else:
-            # (the flags first: with the hooks off, as in most runs, nothing else is read)
-            gain = None if not self._gain_on or ctrl.draft_resident else self.spec_gain_s(ctx)
-            rent = (
-                self.capacity_gain(ctx)
-                if self._capacity_on and ctx.batch_size and ctrl.draft_resident
-                else None
-            )
+        # The prices first, then the controller's moves together: a forced action
+        # replaces the controller's own step, so its prices are not read.
+        # (the flags first: with the hooks off, as in most runs, nothing else is read)
+        own = forced is Action.NONE
+        gain = (
+            self.spec_gain_s(ctx) if own and self._gain_on and not ctrl.draft_resident
+            else None
+        )
+        rent = (
+            self.capacity_gain(ctx)
+            if own and self._capacity_on and ctx.batch_size and ctrl.draft_resident
+            else None
+        )
+        if own:
             action = ctrl.step(ctx, chosen, gain, rent)
-        decision, clamped = ctrl.effective_gamma(chosen)
-        return StepPlan(clamp_decision(decision, ctx), chosen, clamped, action)
+        else:
+            action = forced if ctrl.force(forced, ctx.now) else Action.NONE
+        decision, clamped = ctrl.runnable(chosen, ctx)
+        return StepPlan(decision, chosen, clamped, action)
 
     def finish(self, outcome: StepOutcome) -> None:
         """Report a step that ran a batch (``batch_size >= 1``) to the policy."""

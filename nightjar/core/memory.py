@@ -115,6 +115,15 @@ def pool_binds(ctx: StepContext) -> bool:
     return ctx.pending_blocks > ctx.kv_free_blocks or ctx.num_preempted_waiting > 0
 
 
+def clamp_decision(decision: Decision, ctx: StepContext) -> Decision:
+    """Clip a decision to ``0..gamma_max`` and to 0 while the draft is away."""
+    if isinstance(decision, int):
+        return 0 if not ctx.draft_resident else max(0, min(decision, ctx.gamma_max))
+    if not ctx.draft_resident:
+        return [0] * len(decision)
+    return [max(0, min(int(g), ctx.gamma_max)) for g in decision]
+
+
 def _wants_speculation(decision: Decision) -> bool:
     if isinstance(decision, int):
         return decision > 0
@@ -127,7 +136,7 @@ class MemoryController:
     Per engine step, in this order: build the ``StepContext`` with
     ``draft_resident=controller.draft_resident``; ``decision = policy.decide(ctx)``;
     ``action = controller.step(ctx, decision, spec_gain_s)``; start the transfer the
-    action names; ``gamma, clamped = controller.effective_gamma(decision)``; run the
+    action names; ``gamma, clamped = controller.runnable(decision, ctx)``; run the
     step and report ``clamped`` in the ``StepOutcome``.
 
     ``draft_blocks`` is the draft's footprint in KV blocks: what the pool gains when
@@ -183,6 +192,13 @@ class MemoryController:
         if isinstance(decision, int):
             return 0, clamped
         return [0] * len(decision), clamped
+
+    def runnable(self, decision: Decision, ctx: StepContext) -> tuple[Decision, bool]:
+        """What the engine may run of ``decision``: :meth:`effective_gamma`, each gamma
+        then clipped to ``0..ctx.gamma_max`` (0 where the step's context has the draft
+        away); ``clamped`` as :meth:`effective_gamma` says."""
+        decision, clamped = self.effective_gamma(decision)
+        return clamp_decision(decision, ctx), clamped
 
     def step(
         self,

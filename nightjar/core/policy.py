@@ -56,12 +56,3 @@ class PolicyEnv:
 
 
 PolicyFactory = Callable[[str | None, PolicyEnv], Policy]
-
-
-def clamp_decision(decision: Decision, ctx: StepContext) -> Decision:
-    """Clip a decision to ``0..gamma_max`` and to 0 while the draft is away."""
-    if isinstance(decision, int):
-        return 0 if not ctx.draft_resident else max(0, min(decision, ctx.gamma_max))
-    if not ctx.draft_resident:
-        return [0] * len(decision)
-    return [max(0, min(int(g), ctx.gamma_max)) for g in decision]

@@ -57,7 +57,13 @@ from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.lag import LagAttribution
 from nightjar.policies.objective import Objective, lookahead_top, parse_objective, slo_choice
 from nightjar.policies.registry import register
-from nightjar.policies.step_times import Basis, NeutralBasis, ProfileBasis, StepModel
+from nightjar.policies.step_times import (
+    Basis,
+    CellView,
+    NeutralBasis,
+    ProfileBasis,
+    StepModel,
+)
 
 EXPLORE = 0.01
 HYSTERESIS = 0.01
@@ -142,14 +148,16 @@ class NightjarPlusPolicy:
         """Predicted seconds of a decode step at every gamma (tests, diagnostics)."""
         return self._times.times(batch_size, context_len)
 
-    def losses(self, batch_size: int, context_len: float) -> list[float]:
-        """Predicted per-token latency of every gamma, switch penalty included.
+    def losses(self, batch_size: int, context_len: float,
+               times: list[float] | None = None) -> list[float]:
+        """Predicted per-token latency of every gamma, switch penalty included
+        (``times``: the cell's predicted step times, where the caller has them).
 
         The rebuild re-reads what the running requests emitted while the draft was
         off, which cannot exceed their contexts: after a long off-run under load the
         requests that were running then are mostly gone.
         """
-        t = self._times.times(batch_size, context_len)
+        t = times if times is not None else self._times.times(batch_size, context_len)
         tau = self._acc.taus
         out = [t[g] / tau[g] for g in range(self.arms)]
         if self._off:
@@ -165,7 +173,7 @@ class NightjarPlusPolicy:
     def _lag_now(self, batch_size: int, context_len: float) -> float:
         return min(float(self._lag), batch_size * context_len)
 
-    def _probe_zero(self, ctx: StepContext) -> bool:
+    def _probe_zero(self, ctx: StepContext, cell: CellView) -> bool:
         """Whether this cell should measure gamma 0 now (see PROBE_BELOW).
 
         Without a prior a cell's first gamma-0 step is taken at once; so it is with a
@@ -178,22 +186,19 @@ class NightjarPlusPolicy:
         and the next speculating step pays their rebuild, which can cost more than
         the probe teaches.
         """
-        b, c = ctx.batch_size, ctx.mean_context_len
-        seen = self._times.seen(b, 0, c)
-        if seen >= PROBE_BELOW:
+        if cell.seen_zero >= PROBE_BELOW:
             return False
-        if not self._profiled and self._times.evidence(b, c) <= 0.0:
+        if not self._profiled and cell.evidence <= 0.0:
             return True
-        if self._profiled and self._prior_ranks_zero_first(b, c):
+        if self._profiled and self._prior_ranks_zero_first(cell.prior):
             return True
         if ctx.num_waiting > 0:
             return False
-        return self._profiled is False or self._times.evidence(b, c) >= PROBE_AFTER
+        return self._profiled is False or cell.evidence >= PROBE_AFTER
 
-    def _prior_ranks_zero_first(self, batch_size: int, context_len: float) -> bool:
-        if not isinstance(self._basis, ProfileBasis):
+    def _prior_ranks_zero_first(self, t: list[float] | None) -> bool:
+        if t is None:
             return False
-        t = self._basis.prior_times(batch_size, context_len)
         tau = self._acc.taus
         return all(t[0] <= t[g] / tau[g] for g in range(1, self.arms))
 
@@ -203,16 +208,18 @@ class NightjarPlusPolicy:
         )
         if not ctx.draft_resident:
             return self._chose(0)
-        if self._probe_zero(ctx):
+        # The cell read once: every price below comes from this one view.
+        cell = self._times.look(ctx.batch_size, ctx.mean_context_len, PROBE_BELOW)
+        if self._probe_zero(ctx, cell):
             return self._chose(0)
-        loss = self.losses(ctx.batch_size, ctx.mean_context_len)
+        t = cell.times
+        loss = self.losses(ctx.batch_size, ctx.mean_context_len, t)
         top = min(self.arms, ctx.gamma_max + 1)
         if self.kv_limit:
             top = lookahead_top(ctx, top)
         best = min(range(top), key=loss.__getitem__)
         pick = None
         if self.objective.slo is not None:
-            t = self._times.times(ctx.batch_size, ctx.mean_context_len)
             pick = slo_choice(self.objective, ctx, loss, t[:top], top)
         if pick is not None:
             # The SLO objective's choice: the per-token hysteresis below would keep the
@@ -231,7 +238,7 @@ class NightjarPlusPolicy:
             # over a run), so its price is counted in steps.
             extra = max(loss[g] - loss[best], 0.0) / loss[best]
             if g > 0 and self._off:
-                t_best = self._times.times(ctx.batch_size, ctx.mean_context_len)[best]
+                t_best = t[best]
                 lag = self._lag_now(ctx.batch_size, ctx.mean_context_len)
                 extra += self._rebuild.predict(lag) / t_best
             if (

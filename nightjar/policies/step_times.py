@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from operator import mul
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from nightjar.core.estimators import bucket_of, context_bucket_of
 from nightjar.core.ridge import ForgettingRidge
@@ -269,6 +269,15 @@ class _Cell:
         return 1.0 + n / (n + RESIDUAL_PRIOR) * (self.sum_y[gamma] / pred - 1.0)
 
 
+class CellView(NamedTuple):
+    """One cell as a decision sees it (:meth:`StepModel.look`)."""
+
+    times: list[float]  # predicted decode step seconds at gamma 0..gamma_max
+    seen_zero: float  # discounted gamma-0 steps observed in the cell
+    evidence: float  # discounted steps of any gamma observed in the cell
+    prior: list[float] | None  # the profile prior's times, where asked for
+
+
 class StepModel:
     """Predicted decode step time of every gamma (see the module docstring).
 
@@ -353,6 +362,22 @@ class StepModel:
     def fitted(self) -> bool:
         """Whether :meth:`times` predicts anything yet (a prior or one step)."""
         return bool(self._mean)
+
+    def look(self, batch_size: int, context_len: float, prior_below: float) -> CellView:
+        """All that one decision reads of the cell at ``(batch_size, context_len)``, in
+        one call: predicted times, gamma 0's and all gammas' discounted steps there,
+        and the prior's own times where gamma 0 has fewer than ``prior_below`` steps
+        (the probe's question; None without a profile prior)."""
+        cell = self._cells.get(bucket_key(batch_size, context_len, self.by_context))
+        seen_zero = cell.gammas[0] if cell is not None else 0.0
+        prior = None
+        basis = self.basis
+        if seen_zero < prior_below and isinstance(basis, ProfileBasis):
+            prior = basis.prior_times(batch_size, context_len)
+        return CellView(
+            self.times(batch_size, context_len), seen_zero,
+            sum(cell.gammas) if cell is not None else 0.0, prior,
+        )
 
     def seen(self, batch_size: int, gamma: int, context_len: float = 0.0) -> float:
         """Discounted steps of this gamma observed in this cell."""
