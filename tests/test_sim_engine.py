@@ -16,6 +16,7 @@ from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
 from nightjar.sim.engine import Engine
 from nightjar.trace.trace import Trace, load_trace
 from tests.compiled import patches_the_simulator
+from tests.pools import with_kv_blocks
 
 
 @pytest.fixture(scope="module")
@@ -74,18 +75,7 @@ def test_tiny_kv_pool_preempts_and_still_finishes_everything(a100: Profile) -> N
 
 def _with_blocks(profile: Profile, memory: object, blocks: int) -> Profile:
     """A copy of ``profile`` whose KV pool holds ``blocks`` blocks with the draft."""
-    data = profile.to_json()
-    facts = data["memory"]
-    per_block = facts["block_size"] * (
-        facts["target_kv_bytes_per_token"] + facts["draft_kv_bytes_per_token"]
-    )
-    usable = facts["device_bytes"] * facts["gpu_memory_utilization"]
-    facts["activation_reserve_bytes"] = int(
-        usable - facts["target_weight_bytes"] - facts["draft_weight_bytes"] - blocks * per_block
-    )
-    out = Profile.from_json(data, "tight")
-    assert out.memory.kv_blocks(True) == blocks
-    return out
+    return with_kv_blocks(profile, blocks, "tight")
 
 
 def test_blocks_are_all_returned(a100: Profile) -> None:

@@ -40,6 +40,8 @@ from nightjar.sim import (
     simulate,
 )
 from nightjar.trace.trace import Trace, load_trace
+from tests.cycling import cycling_trace
+from tests.pools import with_kv_blocks
 
 GOLDEN = Path(__file__).parent / "golden" / "sim_digest.json"
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
@@ -54,16 +56,7 @@ def _edited(name: str, **tables: Any) -> Profile:
 
 def _tiny_pool(blocks: int) -> Profile:
     """The default profile with a KV pool of ``blocks`` blocks beside its draft."""
-    data = load_profile(A100).to_json()
-    facts = data["memory"]
-    per_block = facts["block_size"] * (
-        facts["target_kv_bytes_per_token"] + facts["draft_kv_bytes_per_token"]
-    )
-    usable = facts["device_bytes"] * facts["gpu_memory_utilization"]
-    facts["activation_reserve_bytes"] = int(
-        usable - facts["target_weight_bytes"] - facts["draft_weight_bytes"] - blocks * per_block
-    )
-    return Profile.from_json(data, "tiny-pool")
+    return with_kv_blocks(load_profile(A100), blocks, "tiny-pool")
 
 
 @cache
@@ -92,25 +85,6 @@ def _small(n: int, rate: float, out: int, seed: int = 0) -> Trace:
     )
 
 
-def _cycles() -> Trace:
-    """Bursts with quiet gaps between them: the draft leaves and returns again and
-    again, under load (tests/test_sim_offload.py's cycling trace)."""
-    rng = np.random.default_rng(9)
-    parts, t0 = [], 0.0
-    for _ in range(4):
-        parts.append(t0 + np.sort(rng.uniform(0, 4, 300)))  # 75 req/s for 4 s
-        parts.append(t0 + 4 + np.sort(rng.uniform(0, 30, 15)))  # then a quiet 30 s
-        t0 += 34
-    arrivals = np.concatenate(parts)
-    n = arrivals.size
-    return Trace(
-        name="cycles", seed=9, arrival_s=arrivals,
-        prompt_tokens=rng.integers(100, 600, n), output_tokens=rng.integers(20, 200, n),
-        workload=np.array(["sharegpt"] * n, dtype=object), acceptance=np.full(n, np.nan),
-        prompts=None,
-    )
-
-
 def _one_at_a_time() -> Trace:
     """Lone requests that end a token or two short of a 40-block pool (640 tokens): the
     last steps of each cannot hold ``gamma + 1`` more, so its lookahead is cut."""
@@ -134,7 +108,7 @@ def _opted_out(name: str) -> Trace:
 @cache
 def _trace(name: str) -> Trace:
     if name == "cycles":
-        return _cycles()
+        return cycling_trace()
     if name == "lone":
         return _one_at_a_time()
     if name == "small-tight":

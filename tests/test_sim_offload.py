@@ -3,7 +3,6 @@ are neither lost nor duplicated across cycles, and the controller does not thras
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from nightjar.core.records import RunResult
@@ -13,8 +12,9 @@ from nightjar.sim import ReloadMode, SimConfig, simulate
 from nightjar.sim.batch import NEG_LEFT
 from nightjar.sim.engine import Engine
 from nightjar.sim.kv import BlockPool
-from nightjar.trace.trace import Trace, load_trace
+from nightjar.trace.trace import load_trace
 from tests.compiled import patches_the_simulator
+from tests.cycling import cycling_trace
 
 RTX = "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b"
 
@@ -85,24 +85,6 @@ def test_oscillation_cycles_are_bounded_by_load_changes(rtx: Profile) -> None:
         assert result.extra["reloads"] <= result.extra["offloads"]
 
 
-def _cycling_trace() -> Trace:
-    """Bursts separated by quiet gaps, so the draft leaves and returns repeatedly."""
-    rng = np.random.default_rng(9)
-    parts, t0 = [], 0.0
-    for _ in range(4):
-        parts.append(t0 + np.sort(rng.uniform(0, 4, 300)))  # 75 req/s for 4 s
-        parts.append(t0 + 4 + np.sort(rng.uniform(0, 30, 15)))  # then a quiet 30 s
-        t0 += 34
-    arrivals = np.concatenate(parts)
-    n = arrivals.size
-    return Trace(
-        name="cycles", seed=9, arrival_s=arrivals,
-        prompt_tokens=rng.integers(100, 600, n), output_tokens=rng.integers(20, 200, n),
-        workload=np.array(["sharegpt"] * n, dtype=object), acceptance=np.full(n, np.nan),
-        prompts=None,
-    )
-
-
 @patches_the_simulator
 @pytest.mark.parametrize("mode", list(ReloadMode))
 def test_no_request_is_lost_or_duplicated_across_cycles(
@@ -122,7 +104,7 @@ def test_no_request_is_lost_or_duplicated_across_cycles(
         return bool(preempt(self))
 
     monkeypatch.setattr(Engine, "_preempt_last", counting)
-    trace = _cycling_trace()
+    trace = cycling_trace()
     cfg = SimConfig(offload=True, reload_mode=mode,
                     memory=dataclasses.replace(SimConfig().memory, min_dwell_s=1.0))
     result = simulate(trace, rtx, "schedule:1-24:3,25-:0", cfg)
