@@ -48,6 +48,21 @@ def _spec_share(steps: list[StepRecord]) -> float:
     return sum(1 for s in steps if s.gamma > 0) / max(len(steps), 1)
 
 
+def _per_token(steps: list[StepRecord], speculating: bool) -> float | None:
+    """Seconds per emitted token over the phase's steps that did (or did not) speculate."""
+    mine = [s for s in steps if (s.gamma > 0) == speculating and s.emitted > 0]
+    return sum(s.step_time_s for s in mine) / sum(s.emitted for s in mine) if mine else None
+
+
+def _low_load_held(steps: list[StepRecord]) -> bool:
+    """Whether, in the policy's own run, speculating steps at B = 1 were cheaper per token
+    than its gamma-0 steps: the premise measured in the same minutes as the choice (the
+    calibration run before it can be minutes and a busy neighbour away: CI once saw the
+    policy keep gamma 0 at B = 1 after its speculating steps there ran slow)."""
+    spec, plain = _per_token(steps, True), _per_token(steps, False)
+    return spec is None or plain is None or spec < plain
+
+
 @pytest.mark.slow
 @pytest.mark.alone
 def test_nightjar_plus_speculates_at_low_load_only(
@@ -91,5 +106,10 @@ def test_nightjar_plus_speculates_at_low_load_only(
     shares = [_spec_share(p) for p in (low1, high, low2)]
     print(f"share of steps with gamma > 0 (B=1, B>=32, B=1): {shares}")
     assert min(len(low1), len(high), len(low2)) >= 20
+    for phase, share in ((low1, shares[0]), (low2, shares[2])):
+        if share < 0.8 and not _low_load_held(phase):
+            pytest.skip("in the policy's own run speculation did not pay at B = 1 (s per "
+                        f"token: speculating {_per_token(phase, True)}, gamma 0 "
+                        f"{_per_token(phase, False)}); shares {shares}")
     assert shares[0] >= 0.8 and shares[2] >= 0.8
     assert shares[1] <= 0.2
