@@ -62,9 +62,10 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--gpu-spec", metavar="SPEC",
                    help="a GPU not in the catalogue: JSON/TOML file or key=value,... "
                    "(docs/roofline.md), instead of --gpu")
-    a.add_argument("--tp", type=int, default=None, metavar="N",
-                   help="tensor-parallel degree: target and draft split over N GPUs "
-                   "(default 1)")
+    # vLLM's spelling beside the short one, as nightjar live takes both.
+    a.add_argument("--tp", "--tensor-parallel-size", "-tp", dest="tp", type=int, default=None,
+                   metavar="N", help="tensor-parallel degree: target and draft split over N "
+                   "GPUs (default 1)")
     p.add_argument("--out", help="where to write the profile JSON")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument(

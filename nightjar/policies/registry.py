@@ -6,6 +6,7 @@ every module there is imported on first lookup, so adding a policy is one new fi
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -79,7 +80,9 @@ def make_policy(spec: str, env: PolicyEnv) -> Policy:
     info = _REGISTRY.get(name)
     if info is None:
         known = ", ".join(sorted(_REGISTRY))
-        raise NightjarInputError(f"unknown policy {spec!r} (known: {known})")
+        near = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise NightjarInputError(f"unknown policy {spec!r} ({hint}known: {known})")
     # ``name:`` passes an empty argument, never "no argument": ``schedule:`` is a typo,
     # not a request for the default table.
     policy = info.factory(arg if sep else None, env)

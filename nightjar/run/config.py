@@ -97,7 +97,8 @@ class RunConfig:
     gamma_max: int = field(default=DEFAULT_GAMMA_MAX, metadata=_flag(
         "--gamma-max", "longest speculation a policy may choose"))
     max_num_seqs: int = field(default=DEFAULT_MAX_NUM_SEQS, metadata=_flag(
-        "--max-num-seqs", "running requests at most (capped at the profile's largest batch)"))
+        "--max-num-seqs", "running requests at most (a batch past the profile's largest is"
+        " priced along its last segment)"))
     max_num_batched_tokens: int = field(default=DEFAULT_MAX_NUM_BATCHED_TOKENS, metadata=_flag(
         "--max-num-batched-tokens", "tokens one step may schedule, decodes and prompt chunks"
         " together"))
