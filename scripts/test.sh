@@ -86,6 +86,13 @@ NIGHTJAR_COMPILE=1 "$compiled_venv/bin/pip" install -q '.[dev]'
 NIGHTJAR_TEST_RAY=0 NIGHTJAR_EXPECT_COMPILED=1 \
     run_pytest "$compiled_venv/bin/pytest" -m "not live" -n 2
 
+# Every command and API function fed what a hostile or careless user would feed it
+# (tools/hostile: ~1300 cases, each with a 40 s limit; about 6.5 min on two cores): a
+# case that breaks its promise (a traceback, a hang, a late or unclear error, nonsense
+# accepted) fails the build here, where the regression is made.
+echo "== hostile inputs (tools/hostile)"
+"$core_venv/bin/python" -m tools.hostile.run --jobs 2
+
 if [ "${1:-}" = "--core-only" ]; then
     exit 0
 fi

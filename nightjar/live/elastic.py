@@ -52,7 +52,8 @@ def memory_config(
     if offload == "off" or (offload == "auto" and not alias_draft):
         if reload == "migrate":
             raise NightjarInputError(
-                "--reload migrate needs --offload on (no draft reload without it)"
+                "--reload migrate needs --offload on, or auto with --alias-draft (no draft "
+                "reload without it)"
             )
         if given:
             raise NightjarInputError(

@@ -185,7 +185,7 @@ class RunConfig:
                 f"{spell('max_model_len')} must be >= 1, got {self.max_model_len}")
         if self.reload == "migrate" and self.offload == "off":
             raise NightjarInputError(f"{spell('reload')} migrate needs {spell('offload')} on"
-                                     " (no draft reload without it)")
+                                     " or auto (no draft reload without it)")
         if not isinstance(self.prior, str) or not self.prior.strip():
             raise NightjarInputError(
                 f"{spell('prior')} must be a prior spec (exact, none, scale:F, spec-scale:F or"

@@ -794,7 +794,9 @@ def flag_cases(f: Fixtures) -> list[Case]:
     combos: list[tuple[str, str, list[str]]] = [
         ("dup-policy", "either", ["--policy", "fixed:1", "--policy", "fixed:1"]),
         ("dsd-prior-none", "refuse", ["--policy", "dsd", "--prior", "none"]),
-        ("migrate-no-offload", "refuse", ["--reload", "migrate"]),
+        # The default --offload auto moves a draft model: migrate has a reload to run.
+        ("migrate-offload-auto", "ok", ["--reload", "migrate"]),
+        ("migrate-offload-off", "refuse", ["--reload", "migrate", "--offload", "off"]),
         ("migrate-offload", "ok", ["--reload", "migrate", "--offload", "on"]),
         ("v0", "ok", ["--engine", "v0"]),
         ("positional", "ok", ["--acceptance", "positional"]),
@@ -836,7 +838,8 @@ def flag_cases(f: Fixtures) -> list[Case]:
         ("max-model-len=45-skip", "ok", ["--max-model-len", "45", "--on-unfit", "skip"]),
         ("offload=on,on", "refuse", ["--offload", "on,on"]),
         ("offload=yes", "refuse", ["--offload", "yes"]),
-        ("reload=migrate", "refuse", ["--reload", "migrate"]),
+        ("reload=migrate", "ok", ["--reload", "migrate"]),
+        ("reload=migrate-offload=off", "refuse", ["--reload", "migrate", "--offload", "off"]),
         ("slo-ttft=nan", "refuse", ["--slo-ttft", "nan"]),
         ("slo-ttft=0", "refuse", ["--slo-ttft", "0"]),
         ("prior=scale:0", "refuse", ["--prior", "scale:0"]),
@@ -850,7 +853,7 @@ def flag_cases(f: Fixtures) -> list[Case]:
     # What the error must name where it is not the first flag (the value the user typed).
     named = {"policy=fixed:9": "fixed:9", "policy=dsd-prior-none": "dsd",
              "trace=typo": "burstt", "max-model-len=30-refuse": "--on-unfit skip",
-             "max-model-len=1": "--max-model-len", "reload=migrate": "--offload"}
+             "max-model-len=1": "--max-model-len", "reload=migrate-offload=off": "--offload"}
     for name, expect, extra in sw:
         base = ["--trace", str(f.trace)] if "--trace" not in extra else []
         pol = ["--policy", "nospec"] if "--policy" not in extra else []
@@ -1093,7 +1096,7 @@ def api_cases(f: Fixtures) -> list[Case]:
         ("simulate-policies-gen", either, "nightjar.simulate(F['trace'], None,"
                                           " (p for p in ['nospec']))"),
         ("simulate-policies-dict", refuse, "nightjar.simulate(F['trace'], None, {'a': 1})"),
-        ("offload-off", refuse, f"{sim}, offload='off')"),
+        ("offload-off", ok, f"{sim}, offload='off')"),
         ("offload-on", either, f"{sim}, offload='on')"),
         ("offload-yes", refuse, f"{sim}, offload='yes')"),
         ("offload-1", refuse, f"{sim}, offload=1)"),
@@ -1118,7 +1121,8 @@ def api_cases(f: Fixtures) -> list[Case]:
         ("draft-kv-bogus", refuse, f"{sim}, draft_kv='bogus')"),
         ("draft-kv-none", refuse, f"{sim}, draft_kv=None)"),
         ("acceptance-bogus", refuse, f"{sim}, acceptance='bogus')"),
-        ("reload-migrate-no-offload", refuse, f"{sim}, reload='migrate')"),
+        ("reload-migrate-offload-auto", ok, f"{sim}, reload='migrate')"),
+        ("reload-migrate-offload-off", refuse, f"{sim}, reload='migrate', offload='off')"),
         ("engine-V1", refuse, f"{sim}, engine='V1')"),
         ("max-num-seqs-0", refuse, f"{sim}, max_num_seqs=0)"),
         ("max-num-seqs-str", refuse, f"{sim}, max_num_seqs='8')"),
