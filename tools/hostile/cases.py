@@ -1229,8 +1229,10 @@ def api_cases(f: Fixtures) -> list[Case]:
 
 
 def all_cases(f: Fixtures) -> list[Case]:
+    from tools.hostile.causes import cause_cases  # it builds on this module's helpers
+
     cases = [*file_cases(f), *out_cases(f), *force_cases(f), *profile_cases(f), *trace_cases(f),
-             *flag_cases(f), *api_cases(f)]
+             *flag_cases(f), *api_cases(f), *cause_cases(f)]
     ids = [c.id for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
