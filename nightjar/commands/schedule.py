@@ -16,6 +16,7 @@ from typing import Any
 
 from nightjar.commands.run_flags import add_run_flags, run_config
 from nightjar.errors import NightjarInputError
+from nightjar.live.drafter_setup import speculative_config_json
 from nightjar.live.vllm_family import Family
 from nightjar.profile.profile import DEFAULT_PROFILE
 from nightjar.run.config import flag_of
@@ -70,13 +71,7 @@ def _edges(text: str) -> tuple[int, ...]:
 def _base_config(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NightjarInputError(f"--speculative-config: not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise NightjarInputError("--speculative-config must be a JSON object")
-    return data
+    return speculative_config_json(text)
 
 
 def _target_family(version: str | None, method: str) -> Family:

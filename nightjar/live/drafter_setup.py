@@ -3,10 +3,24 @@ target before any engine starts (the choice itself: :mod:`nightjar.live.drafters
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from nightjar.core.drafter import DRAFT_MODEL, drafter_kind
+from nightjar.errors import NightjarInputError
 from nightjar.live.drafters import DrafterChoice, check_fit, check_method, detect_method
+
+
+def speculative_config_json(text: str) -> dict[str, Any]:
+    """``--speculative-config`` given as text (schedule, measured profiling): a JSON
+    object, or one line saying what it is instead."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NightjarInputError(f"--speculative-config: not JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise NightjarInputError("--speculative-config must be a JSON object")
+    return config
 
 
 def method_given(speculative_config: dict[str, Any] | None, spec_method: str | None) -> bool:

@@ -3,13 +3,13 @@ starts: the grids, the prompts, the profile ``--add-mixed-to`` tops up, the draf
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nightjar.errors import NightjarInputError
+from nightjar.live.drafter_setup import speculative_config_json
 
 if TYPE_CHECKING:
     from nightjar.live.profiling.profiler import ProfilePlan
@@ -87,12 +87,7 @@ def speculative_config(text: str | None) -> dict[str, Any] | None:
     ``num_speculative_tokens`` (the gammas set it)."""
     if text is None:
         return None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NightjarInputError(f"--speculative-config: not JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise NightjarInputError("--speculative-config must be a JSON object")
+    config = speculative_config_json(text)
     if "num_speculative_tokens" in config:
         raise NightjarInputError("--speculative-config: num_speculative_tokens comes from "
                                  "--gammas (their largest) in measured profiling")
