@@ -115,7 +115,6 @@ class NightjarPlusPolicy:
             ProfileBasis(env.latency, env.gamma_max) if env.latency is not None
             else NeutralBasis()
         )
-        self._basis = basis
         self._times = StepModel(basis, env.gamma_max, by_context)
         self._lagged = LagAttribution()
         known = env.acceptance_prior is not None

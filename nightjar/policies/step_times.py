@@ -379,16 +379,6 @@ class StepModel:
             sum(cell.gammas) if cell is not None else 0.0, prior,
         )
 
-    def seen(self, batch_size: int, gamma: int, context_len: float = 0.0) -> float:
-        """Discounted steps of this gamma observed in this cell."""
-        cell = self._cells.get(bucket_key(batch_size, context_len, self.by_context))
-        return cell.gammas[gamma] if cell is not None else 0.0
-
-    def evidence(self, batch_size: int, context_len: float) -> float:
-        """Discounted steps of any gamma observed in this cell."""
-        cell = self._cells.get(bucket_key(batch_size, context_len, self.by_context))
-        return sum(cell.gammas) if cell is not None else 0.0
-
     def learn(
         self, batch_size: int, gamma: int, step_s: float, context_len: float, prompt: int = 0
     ) -> None:
