@@ -96,6 +96,26 @@ class Results(Sequence[RunResult]):
     def __repr__(self) -> str:
         return f"Results({', '.join(r.policy for r in self.runs)})"
 
+    def __add__(self, other: object) -> Results:
+        """Both sets' runs side by side (``on + off``), for one frame or report; a policy
+        that appears in both keeps both runs, told apart by their provenance columns.
+        Settings that only one side knows (gamma_max, offload) are dropped where the two
+        disagree."""
+        if not isinstance(other, Results):
+            return NotImplemented
+        if self.table is not None or other.table is not None:
+            raise NightjarInputError("a sweep's Results hold a table, not runs: concatenate"
+                                     " the frames (pandas.concat) instead")
+
+        def same(a: Any, b: Any) -> Any:
+            return a if a == b else None
+
+        return Results([*self.runs, *other.runs], self.slo if self.slo == other.slo else None,
+                       f"{self.title} + {other.title}",
+                       gamma_max=same(self.gamma_max, other.gamma_max),
+                       offload=same(self.offload, other.offload),
+                       movable=same(self.movable, other.movable))
+
     def result_set(self) -> ResultSet:
         """The :class:`~nightjar.results.run_set.ResultSet` of these runs (built once)."""
         if self.table is not None:
@@ -242,6 +262,7 @@ def simulate(
     ``step_oracle_pct`` column, and every simulated run carries ``regret_bound_pct``
     (:mod:`nightjar.results.regret`).
     """
+    from nightjar.results.provenance import api_call_site
     from nightjar.run.prepare import prepare
 
     specs: tuple[str, ...] = _D.policies
@@ -256,8 +277,9 @@ def simulate(
     values = {k: v for k, v in settings.items() if k != "gamma_max" or gamma_given}
     config = RunConfig.build({**values, "policies": specs})
     run = prepare(config, trace_arg(trace), profile_arg(profile), gamma_given=gamma_given)
-    return Results(run.simulate(), run.config.slo(), gamma_max=run.config.gamma_max,
-                   offload=run.knobs.offload, movable=run.movable)
+    return Results(run.simulate(command=api_call_site()), run.config.slo(),
+                   gamma_max=run.config.gamma_max, offload=run.knobs.offload,
+                   movable=run.movable)
 
 
 def _settings_signature() -> inspect.Signature:

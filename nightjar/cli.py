@@ -14,9 +14,12 @@ from typing import Any, NoReturn
 from nightjar import __version__
 from nightjar.errors import NightjarInputError, one_line
 from nightjar.interrupts import Interrupted, signals_as_interrupts
+from nightjar.results.provenance import command_line
 
 # Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("sim", "sweep", "live", "bench", "profile", "schedule", "validate", "trace")
+COMMANDS = (
+    "sim", "compare", "sweep", "live", "bench", "profile", "schedule", "validate", "trace",
+)
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]*)`")  # Sphinx roles such as :mod:`nightjar.sim`
@@ -126,6 +129,8 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
+    # What a run folder records as its command (nightjar.results.provenance).
+    args.invocation = command_line(argv)
     with warnings.catch_warnings(), signals_as_interrupts():
         warnings.simplefilter("always", UserWarning)
         warnings.showwarning = _show_warning

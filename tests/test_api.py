@@ -117,5 +117,7 @@ def test_parquet_run_folders_read_back_like_csv(tmp_path: Path) -> None:
     assert (tmp_path / "parquet" / "fixed-3" / "steps.parquet").is_file()
     assert not (tmp_path / "parquet" / "fixed-3" / "steps.csv").exists()
     frames = [nightjar.results_frame(nightjar.load_run(tmp_path / f)) for f in ("csv", "parquet")]
-    cols = [c for c in frames[0].columns if c != "wall_s"]
+    # The same runs but for their wall time and the command that wrote them.
+    cols = [c for c in frames[0].columns if c not in ("wall_s", "command")]
     pd.testing.assert_frame_equal(frames[0][cols], frames[1][cols])
+    assert (frames[1]["command"].str.contains("--format parquet")).all()

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return _serve(options, checked)
     if options.trace is None:
         raise NightjarInputError("give --trace FILE to replay, or --serve")
-    return _replay_all(options, checked, slo)
+    return _replay_all(options, checked, slo, getattr(args, "invocation", ""))
 
 
 def _serve(options: LiveOptions, checked: CheckedRun) -> int:
@@ -82,7 +82,7 @@ def _serve(options: LiveOptions, checked: CheckedRun) -> int:
     return int(serve(spec, options.host, options.port, flags))
 
 
-def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo) -> int:
+def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: str) -> int:
     from rich.console import Console
 
     from nightjar.live import logs
@@ -124,6 +124,9 @@ def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo) -> int:
                 )
                 result.policy = spec
                 results.append(result)
+    record = _provenance(options, checked, trace, command)
+    for result in results:
+        result.provenance = dict(record)
     _report(options, checked, slo, trace.name, len(trace), results, facts, out)
     Console(stderr=True).print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
@@ -146,6 +149,25 @@ def _report(options: LiveOptions, checked: CheckedRun, slo: Slo, name: str, requ
         write_step_table(out / run.slug, run.result.steps)
         # The engine's settings as vLLM resolved them (the scheduler read them back).
         write_engine_facts(out / run.slug, engine_facts)
+
+
+def _provenance(options: LiveOptions, checked: CheckedRun, trace: Any,
+                command: str) -> dict[str, Any]:
+    """What the live run was, in the simulator's column names where it shares them."""
+    import vllm
+
+    from nightjar.results.provenance import of_live_run
+
+    engine, base = checked.engine, checked.base
+    sizes = engine.sizes
+    return of_live_run({
+        "rate_scale": checked.rate_scale, "offload": "on" if base.memory is not None else "off",
+        "reload": base.reload, "draft_kv": base.draft_kv, "gamma_max": engine.gamma_max,
+        "max_num_seqs": sizes.max_num_seqs, "max_num_batched_tokens": sizes.max_num_batched_tokens,
+        "max_model_len": sizes.max_model_len, "model": engine.target, "drafter": engine.method,
+        "draft": engine.draft, "tensor_parallel_size": options.tensor_parallel_size,
+        "vllm_version": str(vllm.__version__),
+    }, trace, command)
 
 
 def _advance(bar: Any, label: str, done: int) -> None:

@@ -30,6 +30,12 @@ def add_parser(sub: Any) -> None:
                    help=f"bundled profile name or path (default: {DEFAULT_PROFILE})")
     add_run_flags(p, gamma_from_profile=True)
     p.add_argument(
+        "--request-rate", type=float, default=None, metavar="R",
+        help="requests per second on average, as vLLM's bench spells it: the trace's"
+        " arrivals scaled so that its mean rate (requests over its span) is R; instead of"
+        " --rate-scale. Unlike vLLM's bench, which draws Poisson arrivals at R, the"
+        " trace's pattern is kept (give a steady trace for Poisson arrivals)")
+    p.add_argument(
         "--seeds", type=int, default=1, metavar="N",
         help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
     )
@@ -76,11 +82,32 @@ def _plan(args: argparse.Namespace) -> PreparedRun:
 
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise NightjarInputError(f"--seeds must be in 1..{MAX_SEEDS}, got {args.seeds}")
+    trace = load_trace(args.trace)
+    if args.request_rate is not None:
+        args.rate_scale = rate_scale_for(trace, args.request_rate, args.rate_scale)
     config = run_config(args)
     if config.seed > MAX_SEED - args.seeds + 1:
         raise NightjarInputError(f"--seed must be in 0..{MAX_SEED} for every seed, got {args.seed}")
-    return prepare(config, load_trace(args.trace), load_profile(args.profile or DEFAULT_PROFILE),
+    return prepare(config, trace, load_profile(args.profile or DEFAULT_PROFILE),
                    gamma_given=args.gamma_max is not None, spell=flag_of)
+
+
+def rate_scale_for(trace: Trace, request_rate: float, rate_scale: float) -> float:
+    """The rate scale that gives ``trace`` a mean rate of ``request_rate`` req/s."""
+    import math
+
+    if rate_scale != 1.0:
+        raise NightjarInputError("give --request-rate or --rate-scale, not both")
+    if not (math.isfinite(request_rate) and request_rate > 0):
+        raise NightjarInputError(
+            f"--request-rate must be a finite number of requests per second > 0, got"
+            f" {request_rate:g}")
+    span = trace.duration_s
+    if not span > 0:
+        raise NightjarInputError(
+            f"--request-rate: trace {trace.name} spans no time (every request arrives at"
+            " once), so it has no rate to scale; use --rate-scale")
+    return request_rate / (len(trace) / span)
 
 
 def _simulate(args: argparse.Namespace, plan: PreparedRun, title: str, *,
@@ -91,14 +118,19 @@ def _simulate(args: argparse.Namespace, plan: PreparedRun, title: str, *,
     with LazyProgress(enabled=not args.quiet) as bar:
         for spec in plan.specs:
             bar.add(spec, (trace or plan.trace).duration_s)
-        results = plan.simulate(bar.update, trace=trace, seed=seed)
+        results = plan.simulate(bar.update, trace=trace, seed=seed,
+                                command=getattr(args, "invocation", None))
     return plan.result_set(results, title)
 
 
-def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str) -> str:
+def _title(args: argparse.Namespace, trace: Trace, profile: Profile, seeds: str,
+           requests: str | None = None) -> str:
     prior = "" if args.prior == "exact" else f", prior {args.prior}"
-    rate = "" if args.rate_scale == 1.0 else f", rate x{args.rate_scale:g}"
-    return f"{trace.name} on {profile.name} ({len(trace)} requests, {seeds}{rate}{prior})"
+    rate = "" if args.rate_scale == 1.0 else f", rate x{args.rate_scale:.4g}"
+    if getattr(args, "request_rate", None) is not None:
+        rate = f", {args.request_rate:g} req/s"
+    count = requests if requests is not None else str(len(trace))
+    return f"{trace.name} on {profile.name} ({count} requests, {seeds}{rate}{prior})"
 
 
 def _one_seed(
@@ -139,6 +171,7 @@ def _many_seeds(
     from nightjar.trace.trace import load_trace
 
     rows = []
+    counts: list[int] = []  # requests per seed: a generative trace re-draws its arrivals
     alts = []
     missing: tuple[str, ...] = ()
     yards: dict[str, Any] = {}
@@ -150,8 +183,12 @@ def _many_seeds(
         result_set = _simulate(args, plan, title, trace=trace_s, seed=seed)
         alts += entries(result_set)
         missing = result_set.missing
-        rows += seed_rows(seed, result_set.summaries, result_set.regrets, result_set.yardsticks,
-                          result_set.alternatives)
+        counts.append(len(trace_s))
+        mine = seed_rows(seed, result_set.summaries, result_set.regrets, result_set.yardsticks,
+                         result_set.alternatives)
+        for row, run in zip(mine, result_set.runs, strict=True):
+            row.update(run.result.provenance)
+        rows += mine
         for y in result_set.yardsticks.values():
             yards.setdefault(f"{y.policy}@{seed}", y)
         write_all(
@@ -161,10 +198,12 @@ def _many_seeds(
         )
     agg = aggregate(rows)
     write_seed_files(rows, agg, out, args.format)
-    title = _title(args, plan.trace, plan.profile, f"seeds {args.seed}..{last}, mean ± 95% CI")
+    lo, hi = min(counts), max(counts)
+    title = _title(args, plan.trace, plan.profile, f"seeds {args.seed}..{last}, mean ± 95% CI",
+                   requests=f"{lo}" if lo == hi else f"{lo}-{hi}")
     console.print(interval_table(agg, title=title, caption=yardstick_caption(yards) or None))
     for key in ("throughput_tok_s", "e2e_s_mean"):
-        for line in verdicts(agg, key):
+        for line in verdicts(rows, agg, key):
             console.print(line)
     for line in alternative_lines(alts, missing):
         console.print(line, highlight=False)

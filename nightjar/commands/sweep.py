@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from nightjar.report.progress import LazyProgress
-    from nightjar.sweep.report import terminal_table
+    from nightjar.sweep.report import paired_table, terminal_table
     from nightjar.sweep.run import run_sweep
     from nightjar.sweep.spec import build_spec, read_config
 
@@ -127,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
             raise
     if len(outcome.frame):
         Console().print(terminal_table(outcome.frame, f"sweep {out}"))
+        pairs = paired_table(outcome.frame)
+        if pairs is not None:
+            Console().print(pairs)
     console.print(
         f"{len(outcome.frame)} cells: {outcome.computed} computed, {outcome.reused} reused"
         + (f", {len(outcome.failed)} failed" if outcome.failed else "")

@@ -7,7 +7,7 @@ and reports compare directly. Times are seconds from the start of the trace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # frames are for readers; engines (the live plugins) never load pandas
     import pandas as pd
@@ -65,6 +65,9 @@ class RunResult:
     steps: list[StepRecord] = field(default_factory=list)
     # Engine-specific scalars for the summary (offload counts, wall time, ...).
     extra: dict[str, float] = field(default_factory=dict)
+    # What the run was: resolved settings, command, version, inputs by hash
+    # (nightjar.results.provenance); written with the summary and read back with it.
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def requests_frame(self) -> pd.DataFrame:
         """One row per request: the record's fields, then the latencies derived from

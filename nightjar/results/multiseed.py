@@ -2,8 +2,12 @@
 
 Each seed is one independent repetition of the experiment (the arrivals of a
 generative trace, the per-request acceptance rates and the sampled accepts all
-change with it), so the t interval of :mod:`nightjar.results.stats` applies. A policy
-"beats" another on a metric only where their intervals do not overlap.
+change with it), so the t interval of :mod:`nightjar.results.stats` applies. Every
+policy of a seed sees that seed's arrivals and acceptance draws, so two policies are
+compared by their per-seed differences (:mod:`nightjar.results.paired`): a policy
+"beats" another on a metric only where the paired interval excludes zero. The paired
+interval is the right one and much the tighter: what a seed shares (a burstier draw,
+a luckier acceptance sample) cancels in the difference.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from pathlib import Path
 
 from nightjar.results.alternatives import AltRegret
 from nightjar.results.metrics import Summary
+from nightjar.results.paired import PairedDiff, paired_diff
 from nightjar.results.regret import Regret, Yardsticks
-from nightjar.results.stats import Interval, compare, mean_interval
+from nightjar.results.stats import Interval, mean_interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,27 +101,47 @@ def aggregate(rows: Sequence[Row]) -> Aggregate:
     return out
 
 
-def beats(agg: Aggregate, a: str, b: str, key: str) -> bool:
-    """Whether ``a`` is better than ``b`` on ``key`` with separated intervals."""
-    rel = compare(agg[a][key], agg[b][key])
-    return rel == (">" if _BY_KEY[key].higher_is_better else "<")
+def _values(rows: Sequence[Row], key: str) -> dict[str, dict[int, dict[str, float]]]:
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for r in rows:
+        out.setdefault(str(r["policy"]), {})[int(r["seed"])] = {key: float(r.get(key, math.nan))}
+    return out
 
 
-def verdicts(agg: Aggregate, key: str) -> list[str]:
-    """For the best policy by mean on ``key``: whom it beats, and whom it only ties."""
+def paired(rows: Sequence[Row], a: str, b: str, key: str) -> PairedDiff:
+    """``a - b`` on ``key``, paired per seed."""
+    return paired_diff(_values(rows, key), a, b, key)
+
+
+def beats(rows: Sequence[Row], a: str, b: str, key: str) -> bool:
+    """Whether ``a`` is better than ``b`` on ``key``: the paired interval excludes zero."""
+    d = paired(rows, a, b, key)
+    return d.separated and (d.diff.mean > 0) == _BY_KEY[key].higher_is_better
+
+
+def verdicts(rows: Sequence[Row], agg: Aggregate, key: str) -> list[str]:
+    """For the best policy by mean on ``key``: whom it beats (with the paired difference)
+    and with whom the paired interval includes zero."""
     metric = _BY_KEY[key]
     present = [p for p in agg if math.isfinite(agg[p][key].mean)]
     if len(present) < 2:
         return []
     sign = 1.0 if metric.higher_is_better else -1.0
     best = max(present, key=lambda p: sign * agg[p][key].mean)
-    won = [p for p in present if p != best and beats(agg, best, p, key)]
-    tied = [p for p in present if p != best and p not in won]
+    won, tied = [], []
+    for p in present:
+        if p == best:
+            continue
+        d = paired(rows, best, p, key)
+        if beats(rows, best, p, key):
+            won.append(f"{p} ({d.diff.format(metric.fmt).replace(' ± ', '±')})")
+        else:
+            tied.append(p)
     line = f"{metric.label}: best mean {best}"
     if won:
-        line += f"; beats {', '.join(won)}"
+        line += f"; beats, paired per seed: {', '.join(won)}"
     if tied:
-        line += f"; intervals overlap with {', '.join(tied)} (no claim)"
+        line += f"; paired interval includes zero with {', '.join(tied)} (no claim)"
     return [line]
 
 
@@ -131,6 +156,8 @@ def write_seed_files(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     columns = ["seed", "policy", *_KEYS, "static_yardstick"]
+    # Then the runs' provenance (nightjar.results.provenance), in the order written.
+    columns += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in columns]
     seeds = pd.DataFrame(list(rows), columns=columns).astype({"seed": "int64"})
     flat = [
         {"policy": p, "metric": k, "mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "n": iv.n}

@@ -20,6 +20,7 @@ from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
 from nightjar.reading import as_path, check_folder, open_regular, read_json
 from nightjar.results.metrics import Stat, Summary
+from nightjar.results.provenance import KEYS as PROVENANCE
 
 # Columns of summary.json that are not engine extras.
 _ROW_KEYS = {
@@ -84,8 +85,10 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
         meta = _summary(summary)
         known = _summary_keys() | _ROW_KEYS
         extra = {k: float(v) for k, v in meta.items()
-                 if k not in known and not k.startswith(_DERIVED)
+                 if k not in known and k not in PROVENANCE and not k.startswith(_DERIVED)
                  and isinstance(v, int | float) and not isinstance(v, bool)}
+        provenance = {k: v for k, v in meta.items() if k in PROVENANCE
+                      and (v is None or isinstance(v, str | int | float | bool))}
         ttft, tpot = meta.get("slo_ttft_s"), meta.get("slo_tpot_s")
         slo = Slo(float(ttft), float(tpot)) if ttft is not None and tpot is not None else None
         if os.path.lexists(folder / "requests.parquet"):
@@ -103,6 +106,7 @@ def read_run_folder(folder: Path) -> tuple[RunResult, Slo | None]:
     except (KeyError, ValueError, TypeError, OSError) as exc:
         raise NightjarInputError(f"{folder}: unreadable run folder ({exc})") from None
     run.extra = extra
+    run.provenance = provenance
     return run, slo
 
 

@@ -91,7 +91,8 @@ def summary_row(run: PolicyRun) -> dict[str, Any]:
     ``regret_bound_pct`` (vs the bound), ``gain_static_pct`` against ``static_yardstick``
     and, with an oracle run, ``step_oracle_pct`` / ``step_oracle_s``; against the best
     static alternative per user metric (:mod:`nightjar.results.alternatives`),
-    ``alt_<metric>_pct`` and the alternative ``alt_<metric>_best``."""
+    ``alt_<metric>_pct`` and the alternative ``alt_<metric>_best``; then the run's
+    provenance (:mod:`nightjar.results.provenance`), where it has one."""
     flat = run.summary.as_dict()
     head = {k: flat.pop(k) for k in ("policy", "engine", "trace")}
     result = run.result
@@ -106,6 +107,7 @@ def summary_row(run: PolicyRun) -> dict[str, Any]:
     for key, alt in (run.alternatives or {}).items():
         row[f"alt_{key}_pct"] = alt.pct
         row[f"alt_{key}_best"] = alt.best
+    row.update(result.provenance)
     return row
 
 

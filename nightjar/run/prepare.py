@@ -77,18 +77,29 @@ class PreparedRun(Settled):
 
     def simulate(self, progress: Callable[[str, float], None] | None = None, *,
                  trace: Trace | None = None, seed: int | None = None,
-                 specs: Sequence[str] | None = None) -> list[RunResult]:
+                 specs: Sequence[str] | None = None,
+                 command: str | None = None) -> list[RunResult]:
         """Every spec (or ``specs``) over the trace, on the same arrivals and acceptance
         draws; ``trace`` and ``seed`` replace the prepared ones (``nightjar sim --seeds``
         re-draws both per seed; the caller gives ``trace`` at the settings' rate
-        scale)."""
+        scale). Each result carries the run's provenance
+        (:mod:`nightjar.results.provenance`), ``command`` as its command line (default:
+        this process's)."""
+        from nightjar.results.provenance import of_run
         from nightjar.sim import simulate_many
 
         knobs = self.knobs if seed is None else dataclasses.replace(self.knobs, seed=seed)
-        return simulate_many(trace or self.trace, self.profile,
-                             list(self.specs if specs is None else specs), knobs,
-                             progress=progress, on_unfit=self.on_unfit,
-                             prior=self.config.prior)
+        ran = trace or self.trace
+        results = simulate_many(ran, self.profile,
+                                list(self.specs if specs is None else specs), knobs,
+                                progress=progress, on_unfit=self.on_unfit,
+                                prior=self.config.prior)
+        record = of_run(self.config, knobs.offload, ran, self.profile)
+        if command is not None:
+            record["command"] = command
+        for result in results:
+            result.provenance = dict(record)
+        return results
 
     def result_set(self, runs: Sequence[RunResult], title: str) -> ResultSet:
         """The runs summarised with the yardsticks these settings call for."""

@@ -16,6 +16,8 @@ from rich import box
 from rich.table import Table
 
 from nightjar.results.stats import Interval
+from nightjar.sweep.baseline import COLUMNS as PAIRED_COLUMNS
+from nightjar.sweep.baseline import cell_text, paired_frame
 from nightjar.sweep.figures import aggregate, sweep_figures
 from nightjar.sweep.store import write_atomic
 
@@ -69,6 +71,51 @@ def terminal_table(frame: pd.DataFrame, title: str) -> Table:
     return table
 
 
+def paired_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (trace, series, rate scale): each paired column as ``diff±half`` (``*``:
+    the interval excludes zero), against the baseline series; empty with one series."""
+    pairs = paired_frame(frame)
+    if pairs.empty:
+        return pd.DataFrame()
+    rows = []
+    for (trace, series, scale, base), group in pairs.groupby(
+            ["trace", "series", "rate_scale", "baseline"], sort=False):
+        by = {r["metric"]: r for _, r in group.iterrows()}
+        row = {"trace": trace, "series": series, "baseline": base, "rate_scale": scale,
+               "n": int(group["n"].max())}
+        for col, header, k in PAIRED_COLUMNS:
+            row[header] = cell_text(by[col], k)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paired_table(frame: pd.DataFrame) -> Table | None:
+    """The series against the baseline, paired per seed (None with one series)."""
+    cells = paired_cells(frame)
+    if cells.empty:
+        return None
+    base = str(cells["baseline"].iloc[0])
+    seeds = "/".join(map(str, sorted(set(cells["n"]))))
+    table = Table(title=f"series - {base}, paired per seed",
+                  caption=f"mean difference ± 95% half-width over {seeds} shared seeds; *"
+                  " where the interval excludes zero", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    one_trace = cells["trace"].nunique() == 1
+    heads = ["trace"] * (not one_trace) + ["series", "scale"]
+    heads += [c[1].replace(" p99", "\np99") for c in PAIRED_COLUMNS]
+    for k, head in enumerate(heads):
+        # Folded rather than cropped where a console is narrow: a cropped digit misleads.
+        table.add_column(head, justify="left" if k < 2 - one_trace else "right",
+                         overflow="fold")
+    for row in cells.itertuples(index=False):
+        values = [str(v) for v in row]
+        del values[4]  # the seed count: in the caption
+        del values[2]  # the baseline: in the title
+        values[2] = f"{float(values[2]):g}"
+        table.add_row(*values[one_trace:])
+    return table
+
+
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:24px;color:#222}"
     "table{border-collapse:collapse;font-size:13px}td,th{padding:4px 8px;"
@@ -87,6 +134,25 @@ def _html_table(cells: pd.DataFrame) -> str:
     return f"<table><thead><tr>{ths}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _paired_html(frame: pd.DataFrame) -> str:
+    cells = paired_cells(frame)
+    if cells.empty:
+        return ""
+    base = str(cells["baseline"].iloc[0])
+    heads = ["trace", "series", "rate scale", "seeds", *[c[1] for c in PAIRED_COLUMNS]]
+    ths = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for row in cells.drop(columns=["baseline"]).itertuples(index=False)
+    )
+    note = (f"Each series minus {base}, paired per seed (every series of a seed shares its"
+            " arrivals and acceptance draws): the mean difference ± the half-width of its"
+            " 95% t interval; * where the interval excludes zero.")
+    return (f"<h2>Against {html.escape(base)}, paired per seed</h2><p class='note'>"
+            f"{html.escape(note)}</p><table><thead><tr>{ths}</tr></thead><tbody>{body}"
+            "</tbody></table>")
+
+
 def write_sweep_report(frame: pd.DataFrame, path: Path, title: str) -> Path:
     figs = "".join(
         f.to_html(full_html=False, include_plotlyjs=False) for f in sweep_figures(frame)
@@ -103,7 +169,8 @@ def write_sweep_report(frame: pd.DataFrame, path: Path, title: str) -> Path:
         f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script>"
         f"</head><body><h1>{html.escape(title)}</h1><p>{html.escape(slo_line(frame))}</p>"
         f"<p class='note'>{html.escape(note)}</p><h2>Summary</h2>"
-        f"{_html_table(summary_cells(frame))}<h2>Curves</h2>{figs}</body></html>"
+        f"{_html_table(summary_cells(frame))}{_paired_html(frame)}<h2>Curves</h2>{figs}"
+        "</body></html>"
     )
     write_atomic(Path(path), page)
     return Path(path)
