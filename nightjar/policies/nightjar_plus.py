@@ -18,11 +18,17 @@ gamma:
   between the target's cost and the draft's is the prior's guess. On an engine that
   drafts a step ahead (vLLM V1) only steps whose verified and drafted K agree are
   learned from, and one-step excursions from their pair (:mod:`nightjar.policies.lag`);
-- ``tau(g)``: expected tokens per request, from per-gamma effective acceptance
+- ``tau(g)``: the tokens per request the batch keeps at gamma g. Where the engine
+  names the running requests, the mean over them of each one's expected tokens
+  under its own acceptance posterior, less the tokens a step emits past a request's
+  end (:class:`nightjar.core.request_acceptance.RequestAcceptance`): the batch's
+  composition is tracked as it changes, and a gamma whose extra tokens short answers
+  cannot use is not credited with them. Elsewhere, per-gamma effective acceptance
   rates recovered by inverting the observed accepted drafts
-  (:class:`nightjar.core.estimators.EffectiveAcceptance`), so a batch of unequal rates is
-  priced right at every gamma; learned from the first speculating step, starting
-  from the deployment's prior rate where it has one (``PolicyEnv.acceptance_prior``);
+  (:class:`nightjar.core.estimators.EffectiveAcceptance`), so a batch of unequal rates
+  is priced right at every gamma. Learned from the first speculating step, starting
+  from the deployment's prior rate where it has one (``PolicyEnv.acceptance_prior``),
+  which is also the population mean a new request starts from;
 - buckets: (batch-size bucket, context bucket) of the batch's mean context
   (:func:`nightjar.core.estimators.context_bucket_of`): at long contexts a decode step is
   KV-bound even at large batches (MagicDec, arXiv 2408.11049);
@@ -53,6 +59,7 @@ from collections import deque
 from nightjar.core.drafter import drafter_kind
 from nightjar.core.estimators import EffectiveAcceptance, RebuildCost
 from nightjar.core.policy import Policy, PolicyEnv
+from nightjar.core.request_acceptance import RequestAcceptance
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.lag import LagAttribution
 from nightjar.policies.objective import Objective, lookahead_top, parse_objective, slo_choice
@@ -91,6 +98,8 @@ PROBE_AFTER = 20.0
 
 class NightjarPlusPolicy:
     name = "nightjar+"
+    # The running requests' ids and per-request accepts (RequestAcceptance).
+    uses_request_info = True
 
     def __init__(
         self,
@@ -122,6 +131,9 @@ class NightjarPlusPolicy:
         self._acc = EffectiveAcceptance(
             env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH, PRIOR_EVIDENCE if known else 0.0
         )
+        self._requests = RequestAcceptance(env.gamma_max, ACCEPT_ALPHA)
+        # Tokens per request the current batch keeps at each gamma (set per decision).
+        self._tau: list[float] | None = None
         # (context length, lag that a rebuild would re-read) of decisions whose
         # outcome has not arrived.
         self._pending: deque[tuple[float, float]] = deque(maxlen=8)
@@ -157,7 +169,7 @@ class NightjarPlusPolicy:
         requests that were running then are mostly gone.
         """
         t = times if times is not None else self._times.times(batch_size, context_len)
-        tau = self._acc.taus
+        tau = self.taus()
         out = [t[g] / tau[g] for g in range(self.arms)]
         if self._off:
             # Turning on now pays the rebuild over every token the draft missed.
@@ -168,6 +180,11 @@ class NightjarPlusPolicy:
             # Turning off commits to paying a rebuild when speculation comes back.
             out[0] += OFF_COMMIT * self._switch_avg / self._off_len
         return out
+
+    def taus(self) -> list[float]:
+        """Tokens per request at each gamma for the batch of the last decision (the
+        batch-level estimate where the engine named no requests)."""
+        return self._tau if self._tau is not None else self._acc.taus
 
     def _lag_now(self, batch_size: int, context_len: float) -> float:
         return min(float(self._lag), batch_size * context_len)
@@ -198,7 +215,7 @@ class NightjarPlusPolicy:
     def _prior_ranks_zero_first(self, t: list[float] | None) -> bool:
         if t is None:
             return False
-        tau = self._acc.taus
+        tau = self.taus()
         return all(t[0] <= t[g] / tau[g] for g in range(1, self.arms))
 
     def decide(self, ctx: StepContext) -> int:
@@ -207,6 +224,9 @@ class NightjarPlusPolicy:
         )
         if not ctx.draft_resident:
             return self._chose(0)
+        ids = ctx.request_ids
+        self._tau = (self._requests.useful_tokens(ids, self._acc.mean())
+                     if ids is not None else None)
         # The cell read once: every price below comes from this one view.
         cell = self._times.look(ctx.batch_size, ctx.mean_context_len, PROBE_BELOW)
         if self._probe_zero(ctx, cell):
@@ -271,6 +291,7 @@ class NightjarPlusPolicy:
             # nothing about acceptance (counting it as all rejected once switched an
             # n-gram drafter off for good after four unmatched steps).
             self._acc.update(g, outcome.accepted, outcome.drafted / g)
+        self._learn_requests(outcome)
         step_s = outcome.step_time_s - outcome.switch_cost_s
         sample = self._lagged.sample(
             g, outcome.drafting_gamma, b, step_s, outcome.prefill_tokens,
@@ -278,6 +299,19 @@ class NightjarPlusPolicy:
         )
         if sample is not None:
             self._times.learn(b, sample[0], sample[1], ctx_len, outcome.prefill_tokens)
+
+    def _learn_requests(self, outcome: StepOutcome) -> None:
+        """Each request's accepts, and the tokens the step emitted past requests' ends:
+        on a decode-only step (a prompt that finished would add its first token) every
+        accepted draft plus the bonus token is emitted unless its request ended."""
+        ids, accepted = outcome.request_ids, outcome.per_request_accepted
+        drafted = outcome.per_request_drafted
+        if ids is None or accepted is None or drafted is None:
+            return
+        lost = None
+        if outcome.prefill_tokens == 0 and outcome.drafted > 0:
+            lost = max(0, outcome.accepted + outcome.batch_size - outcome.emitted)
+        self._requests.observe(ids, accepted, drafted, self._acc.mean(), lost)
 
     def _track_runs(self, gamma: int, missed: int) -> None:
         """Keep the lag (tokens the stale draft must re-read: those emitted and the

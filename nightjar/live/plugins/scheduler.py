@@ -270,6 +270,7 @@ class NightjarSchedulerMixin:
             arrival_rate_rps=self.nj_arrivals.rate(now),
             max_num_seqs=self._nj_lookup_len - 1,
             prefill_tokens_left=prefill_left,
+            request_ids=[self.nj_stats.stable_id(r.request_id) for r in sched.running],
         )
         if self._nj_opt_out:
             withhold_opted_out(sched.running)

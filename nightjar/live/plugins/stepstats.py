@@ -39,6 +39,10 @@ class StepStats:
         # FIFO: with async scheduling, step t+1 is scheduled before t's output arrives.
         self._pending: deque[_Pending] = deque()
         self._per_request: dict[str, list[int]] = {}
+        # vLLM's request ids as the small ints a policy's per-request state is indexed
+        # by (StepContext.request_ids, StepOutcome.request_ids), stable while it runs.
+        self._ids: dict[str, int] = {}
+        self._next_id = 0
         self._verified_gamma = 0  # K set by the previous finished step
         self._verified_clamped = False
         # Of the last finished step: the batch its K was priced at and the requests
@@ -46,6 +50,14 @@ class StepStats:
         self.last_priced_batch = 0
         self.last_scheduled = 0
         self.last_unread = 0  # requests with drafts whose sampled tokens were not read
+
+    def stable_id(self, req_id: str) -> int:
+        """The request's int id: the same in every step's context and outcome."""
+        found = self._ids.get(req_id)
+        if found is None:
+            found = self._ids[req_id] = self._next_id
+            self._next_id += 1
+        return found
 
     def begin(
         self, out: Any, ctx: StepContext, *, chosen: int, gamma: int, clamped: bool, state: str
@@ -82,7 +94,7 @@ class StepStats:
             totals = self._per_request.setdefault(req_id, [0, 0])
             totals[0] += k
             totals[1] += acc
-            req_ids.append(len(req_ids))
+            req_ids.append(self.stable_id(req_id))
             per_drafted.append(k)
             per_accepted.append(acc)
         self.last_unread = unread
@@ -125,6 +137,7 @@ class StepStats:
         return record, outcome, p.start, p.chosen
 
     def pop_request(self, req_id: str) -> tuple[int, int]:
+        self._ids.pop(req_id, None)
         drafted, accepted = self._per_request.pop(req_id, [0, 0])
         return drafted, accepted
 
