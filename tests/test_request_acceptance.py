@@ -50,14 +50,14 @@ def test_rho_is_learned_from_lost_tokens_and_prices_longer_gammas_more() -> None
     ids = list(range(8))
     for step in range(400):
         g = 2 + step % 2  # evidence at two gammas, one law
-        rates = est._rates(ids, 0.7)  # the rates the step is priced at
+        rates = est._rates(np.asarray(ids), 0.7)  # the rates the step is priced at
         exposed = 8 * est._half_m2([float((rates**j).mean()) for j in range(5)])[g]
         est.observe(ids, [1] * 8, [g] * 8, mean=0.7, lost=rho_true * exposed)
     # The posteriors moved to 1 accepted of g per step; rho is the law's rate.
     assert est.rho == pytest.approx(rho_true, rel=0.05)
     taus = est.useful_tokens(ids, mean=0.7)
     assert taus is not None and taus[0] == 1.0
-    rates = est._rates(ids, 0.7)
+    rates = est._rates(np.asarray(ids), 0.7)
     plain = [float(np.mean([expected_tokens(a, g) for a in rates])) for g in range(5)]
     lost = [p - t for p, t in zip(plain, taus, strict=True)]
     assert lost[0] == 0.0 and all(x < y for x, y in itertools.pairwise(lost[1:]))

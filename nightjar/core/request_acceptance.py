@@ -63,11 +63,15 @@ class RequestAcceptance:
         """Chance per token that an answer ends (0 before any speculating step)."""
         return self._lost / self._exposed if self._exposed > 0.0 else 0.0
 
-    def _rates(self, ids: Sequence[int], mean: float) -> np.ndarray:
+    def _index(self, ids: Sequence[int]) -> np.ndarray:
+        """``ids`` as an index array, the posterior arrays grown to hold every one."""
         idx = np.asarray(ids, dtype=np.int64)
         top = int(idx.max()) + 1 if idx.size else 0
         if top > self._s.size:
             self._grow(top)
+        return idx
+
+    def _rates(self, idx: np.ndarray, mean: float) -> np.ndarray:
         s, f = self._s[idx], self._f[idx]
         a0 = PRIOR_WEIGHT * mean
         rates: np.ndarray = np.minimum((a0 + s) / (PRIOR_WEIGHT + s + f), MAX_ALPHA)
@@ -100,7 +104,7 @@ class RequestAcceptance:
         empty batch (the caller keeps its batch-level estimate)."""
         if not len(ids):
             return None
-        m = self._moments(self._rates(ids, mean))
+        m = self._moments(self._rates(self._index(ids), mean))
         lost = self._half_m2(m)
         taus, total = [], 0.0
         for g in range(self._g + 1):
@@ -112,20 +116,17 @@ class RequestAcceptance:
                 mean: float, lost: float | None) -> None:
         """One step's per-request outcome; ``lost`` (tokens past the requests' ends, or
         None where the step cannot tell: a prompt finished in it) teaches ``rho``."""
-        idx = np.asarray(ids, dtype=np.int64)
-        if not idx.size:
+        if not len(ids):
             return
+        idx = self._index(ids)
         k = np.asarray(accepted, dtype=np.float64)
         d = np.asarray(drafted, dtype=np.float64)
         if lost is not None and d.max() > 0:
-            half = self._half_m2(self._moments(self._rates(ids, mean)))
+            half = self._half_m2(self._moments(self._rates(idx, mean)))
             counts = np.bincount(d.astype(np.int64), minlength=self._g + 1)
             exposed = sum(half[g] * int(counts[g]) for g in range(1, self._g + 1))
             self._lost += self._alpha * (lost - self._lost)
             self._exposed += self._alpha * (exposed - self._exposed)
-        top = int(idx.max()) + 1
-        if top > self._s.size:
-            self._grow(top)
         drafting = d > 0
         np.add.at(self._s, idx[drafting], k[drafting])
         np.add.at(self._f, idx[drafting], (k < d)[drafting].astype(np.float64))

@@ -20,7 +20,7 @@ from typing import Any
 
 from nightjar.core.records import RunResult
 from nightjar.core.slo import Slo
-from nightjar.results.metrics import Summary, summarize
+from nightjar.results.metrics import summarize
 from nightjar.results.paired import paired_diff
 from nightjar.results.provenance import differing
 
@@ -44,13 +44,16 @@ class RunSet:
     runs: Sequence[RunResult]
 
 
-def _values(sets: Sequence[RunSet], slo: Slo | None) -> dict[str, dict[str, dict[int, Summary]]]:
-    """label -> policy -> seed -> summary (a policy's first run per seed)."""
-    out: dict[str, dict[str, dict[int, Summary]]] = {}
+def _values(sets: Sequence[RunSet], slo: Slo | None
+            ) -> dict[str, dict[str, dict[int, dict[str, Any]]]]:
+    """label -> policy -> seed -> flat summary (a policy's first run per seed)."""
+    out: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for s in sets:
         mine = out.setdefault(s.label, {})
         for run in s.runs:
-            mine.setdefault(run.policy, {}).setdefault(run.seed, summarize(run, slo))
+            seeds = mine.setdefault(run.policy, {})
+            if run.seed not in seeds:
+                seeds[run.seed] = summarize(run, slo).as_dict()
     return out
 
 
@@ -69,8 +72,8 @@ def compare_rows(sets: Sequence[RunSet], slo: Slo | None = None) -> list[dict[st
             seeds = sorted(set(a) & set(b))
             for key, label, higher in METRICS:
                 values = {
-                    base: {s: {key: float(a[s].as_dict()[key])} for s in seeds},
-                    other.label: {s: {key: float(b[s].as_dict()[key])} for s in seeds},
+                    base: {s: {key: float(a[s][key])} for s in seeds},
+                    other.label: {s: {key: float(b[s][key])} for s in seeds},
                 }
                 d = paired_diff(values, other.label, base, key)
                 n = d.diff.n

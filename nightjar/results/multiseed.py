@@ -113,10 +113,14 @@ def paired(rows: Sequence[Row], a: str, b: str, key: str) -> PairedDiff:
     return paired_diff(_values(rows, key), a, b, key)
 
 
+def _wins(d: PairedDiff) -> bool:
+    """Whether ``d.a`` is better than ``d.b``: the paired interval excludes zero."""
+    return d.separated and (d.diff.mean > 0) == _BY_KEY[d.metric].higher_is_better
+
+
 def beats(rows: Sequence[Row], a: str, b: str, key: str) -> bool:
     """Whether ``a`` is better than ``b`` on ``key``: the paired interval excludes zero."""
-    d = paired(rows, a, b, key)
-    return d.separated and (d.diff.mean > 0) == _BY_KEY[key].higher_is_better
+    return _wins(paired(rows, a, b, key))
 
 
 def verdicts(rows: Sequence[Row], agg: Aggregate, key: str) -> list[str]:
@@ -128,12 +132,13 @@ def verdicts(rows: Sequence[Row], agg: Aggregate, key: str) -> list[str]:
         return []
     sign = 1.0 if metric.higher_is_better else -1.0
     best = max(present, key=lambda p: sign * agg[p][key].mean)
+    values = _values(rows, key)
     won, tied = [], []
     for p in present:
         if p == best:
             continue
-        d = paired(rows, best, p, key)
-        if beats(rows, best, p, key):
+        d = paired_diff(values, best, p, key)
+        if _wins(d):
             won.append(f"{p} ({d.diff.format(metric.fmt).replace(' ± ', '±')})")
         else:
             tied.append(p)
