@@ -19,10 +19,10 @@ from nightjar.errors import NightjarInputError
 from nightjar.report.folder import write_all
 from nightjar.report.terminal import summary_table
 from nightjar.results.metrics import summarize
+from nightjar.results.outdir import MARKER
 from nightjar.results.regret import Yardsticks, per_token_latency, regret, regret_curve
 from nightjar.results.run_set import ResultSet
 from nightjar.results.write import (
-    MARKER,
     policy_slug,
     prepare_out_dir,
     unique_slugs,

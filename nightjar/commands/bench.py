@@ -196,6 +196,7 @@ def _report(options: BenchOptions, gamma_max: int, plan: Any, outcome: Any, out:
     from nightjar.report.alt_lines import alternative_lines, entries
     from nightjar.report.folder import write_all
     from nightjar.results.bench import RoundRun, write_meta, write_tables
+    from nightjar.results.outdir import mark_finished
     from nightjar.results.run_set import ResultSet
 
     runs = outcome.runs
@@ -234,6 +235,7 @@ def _report(options: BenchOptions, gamma_max: int, plan: Any, outcome: Any, out:
         Console().print(table)
     for line in alternative_lines(alts):
         Console().print(line, highlight=False)
+    mark_finished(out)
     console.print(f"wrote {out}/ (runs.csv, policies.csv, pairs.csv, bench.json; vLLM's log: "
                   f"{Path(log_file.name).name})")
     return 0

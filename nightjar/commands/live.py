@@ -88,7 +88,7 @@ def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: st
     from nightjar.live import logs
     from nightjar.live.run_files import read_engine_facts, step_log_path
     from nightjar.live.trace_fit import check_token_ids, first_requests
-    from nightjar.results.outdir import default_out_dir
+    from nightjar.results.outdir import default_out_dir, mark_finished
     from nightjar.results.write import prepare_out_dir
     from nightjar.trace.trace import load_trace
 
@@ -128,6 +128,7 @@ def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: st
     for result in results:
         result.provenance = dict(record)
     _report(options, checked, slo, trace.name, len(trace), results, facts, out)
+    mark_finished(out)
     Console(stderr=True).print(f"wrote {out}/ (vLLM's log: {log_file.name})")
     return 0
 

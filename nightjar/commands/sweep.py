@@ -91,6 +91,10 @@ def flag_values(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+# Grids this large get a line before planning (a progress bar needs a terminal).
+PLAN_NOTICE_CELLS = 20_000
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -106,8 +110,17 @@ def run(args: argparse.Namespace) -> int:
                       source=str(args.config) if args.config else "sweep")
     out = args.out or Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     console = Console(stderr=True)
+    if not args.quiet and spec.num_cells() >= PLAN_NOTICE_CELLS:
+        # Planning a large grid takes seconds before the first cell (~0.1 ms a cell):
+        # say so where no bar can be drawn too.
+        console.print(f"nightjar sweep: planning {spec.num_cells()} cells", highlight=False)
     with LazyProgress(enabled=not args.quiet) as bar:
         started = False
+
+        def on_plan(done: int, total: int) -> None:
+            if "planning" not in bar:
+                bar.add("planning", float(total))
+            bar.update("planning", float(done))
 
         def on_cell(done: int, total: int) -> None:
             nonlocal started
@@ -119,11 +132,16 @@ def run(args: argparse.Namespace) -> int:
         try:
             outcome = run_sweep(spec, out, jobs=args.jobs, ray=args.ray, force=args.force,
                                 config=args.config, report=not args.no_report,
-                                on_cell=on_cell)
+                                on_cell=on_cell, on_plan=on_plan)
         except KeyboardInterrupt:
-            saved = len(list((out / "cells").glob("*.json"))) if (out / "cells").is_dir() else 0
-            console.print(f"{saved} finished cells are saved in {out}/; run the same command "
-                          f"with --out {out} to resume", soft_wrap=True, highlight=False)
+            if (out / "cells").is_dir():
+                saved = len(list((out / "cells").glob("*.json")))
+                console.print(f"{saved} finished cells are saved in {out}/; run the same "
+                              f"command with --out {out} to resume", soft_wrap=True,
+                              highlight=False)
+            else:
+                console.print(f"stopped before the first cell: nothing was written to {out}",
+                              soft_wrap=True, highlight=False)
             raise
     if len(outcome.frame):
         Console().print(terminal_table(outcome.frame, f"sweep {out}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nightjar.results.outdir import mark_finished
 from nightjar.results.run_set import ResultSet
 from nightjar.results.write import prepare_out_dir, write_run, write_summary_csv
 
@@ -39,4 +40,5 @@ def write_all(
         from nightjar.report.page import write_report
 
         paths.append(write_report(results, Path(out_dir) / "report.html", cdn=report_cdn))
+    mark_finished(out_dir)
     return paths

@@ -15,10 +15,18 @@ SIGTERM, SIGHUP: see :mod:`nightjar.interrupts`) removes its temporary folder; o
 killed outright (SIGKILL, power loss) leaves a hidden ``.nightjar-tmp-*`` folder, which
 blocks nothing and may be deleted.
 
-``--force`` over an earlier nightjar run replaces that run: the entries it wrote (the
-marker file lists them; for folders written before the list existed, the names nightjar
-writes) go, the new run's come in, and files of the user's own stay. So a folder never
-mixes two runs.
+``--force`` over an earlier nightjar run of any kind (a run set, a seeds run, a sweep, a
+live run) replaces that run: the entries it wrote (the marker file lists them; for
+folders written before the list existed, the names nightjar writes) go, the new run's
+come in, and files of the user's own stay. So a folder never mixes two runs.
+
+Writers that write in place (``nightjar live``, ``bench live``) mark the folder
+unfinished until they complete (:func:`mark_finished`). A folder holding only such an
+unfinished run, and nothing of the user's, is replaced by the next run without
+``--force``: a failed engine start never blocks its own rerun. Every writer holds the
+folder's lock (:mod:`nightjar.results.lock`) while it writes, so a second writer is
+refused at once rather than both "winning", and a run in progress is never taken for an
+unfinished one.
 
 Default folder names (``reports/<trace>-<time>``) come from :func:`default_out_dir`:
 the trace's name made safe for one path component, and a timestamp to the
@@ -46,6 +54,7 @@ from nightjar.reading import as_path
 MARKER = ".nightjar-run"
 MARKER_HEAD = "written by nightjar; safe to overwrite with --out\n"
 MANIFEST_HEAD = "# what the run wrote here (a later --force replaces exactly these):\n"
+UNFINISHED = "# unfinished: the run writing here has not completed\n"
 # Longest folder name we make from a trace name (file systems allow 255 bytes).
 MAX_NAME_CHARS = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -57,7 +66,8 @@ MAX_COMPONENT_BYTES = 255
 _RUN_FILES = re.compile(
     r"^(summary\.(csv|parquet)|report\.html|seeds\.csv|intervals\.(csv|json)|vllm\.log"
     r"|step_model\.csv|agreement\.csv|ranking\.csv|summary_comparison.*\.csv"
-    r"|step_replay.*\.csv|\.steps-\d+\.jsonl)$"
+    r"|step_replay.*\.csv|\.steps-\d+\.jsonl"
+    r"|sweep\.json|results\.(csv|parquet))$"  # a sweep's
 )
 
 
@@ -142,6 +152,8 @@ def check_out_dir(path: Any, force: bool = False) -> Path:
     """The folder a run will write, resolved and checked before any work (see the
     module docstring); refuses a file or device there, a non-writable place, and a
     non-empty folder (also an earlier nightjar run's) unless ``force``."""
+    from nightjar.results.lock import busy
+
     real = resolve_target(path)
     shown = Path(path)
     if os.path.lexists(real):
@@ -149,7 +161,12 @@ def check_out_dir(path: Any, force: bool = False) -> Path:
         if not stat.S_ISDIR(mode):
             raise NightjarInputError(
                 f"cannot write to {shown}: it exists and is {_kind(mode)}, not a directory")
-        if not force and _entries(real):
+        holder = busy(real)
+        if holder is not None:
+            raise NightjarInputError(
+                f"{shown} is being written by {holder}; wait for it to finish or choose "
+                "another --out")
+        if not force and _entries(real) and not unfinished_run(real):
             what = "an earlier nightjar run" if (real / MARKER).exists() else "files"
             raise NightjarInputError(
                 f"output directory {shown} already holds {what}; "
@@ -162,8 +179,36 @@ def check_out_dir(path: Any, force: bool = False) -> Path:
 
 
 def _entries(folder: Path, but: Iterable[Path] = ()) -> list[Path]:
-    skip = {p.name for p in but}
+    from nightjar.results.lock import SUFFIX
+
+    skip = {p.name for p in but} | {SUFFIX}
     return [p for p in folder.iterdir() if p.name not in skip]
+
+
+def unfinished_run(folder: Path) -> bool:
+    """Whether ``folder`` holds only an in-place run that never completed (and nothing
+    of the user's): the next run may replace it without ``--force``."""
+    try:
+        text = (folder / MARKER).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if UNFINISHED not in text:
+        return False
+    ours = {p.name for p in earlier_run_entries(folder)} | {MARKER}
+    return all(p.name in ours or p.name.startswith((TMP_TAG, OLD_TAG)) or TMP_TAG in p.name
+               for p in _entries(folder))
+
+
+def mark_unfinished(folder: Path) -> None:
+    (folder / MARKER).write_text(MARKER_HEAD + UNFINISHED)
+
+
+def mark_finished(folder: Path) -> None:
+    """Mark an in-place run's folder complete (see the module docstring)."""
+    try:
+        (Path(folder) / MARKER).write_text(MARKER_HEAD)
+    except OSError as exc:
+        raise _oserror(Path(folder), exc) from None
 
 
 def _umask() -> int:
@@ -190,10 +235,14 @@ def staged_out_dir(path: Path, force: bool = False) -> Iterator[Path]:
     without an exception, and is removed when it raises (Ctrl-C, SIGTERM and SIGHUP
     included). ``path`` is checked before anything is written (:func:`check_out_dir`);
     with ``force`` an earlier nightjar run there is replaced (module docstring)."""
+    from nightjar.results.lock import holding
+
     shown = Path(path)
     real = check_out_dir(path, force)
-    with signals_as_interrupts():
+    with holding(real, shown), signals_as_interrupts():
         existed = real.is_dir()
+        # A run that never completed there is replaced as with --force.
+        force = force or (existed and unfinished_run(real))
         try:
             if existed:
                 tmp = Path(tempfile.mkdtemp(prefix=TMP_TAG, dir=real))
@@ -220,7 +269,8 @@ def staged_out_dir(path: Path, force: bool = False) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _manifest(names: Iterable[str]) -> str:
+def manifest(names: Iterable[str]) -> str:
+    """The marker's text for a run that wrote ``names`` (what a later --force replaces)."""
     return MARKER_HEAD + MANIFEST_HEAD + "".join(f"{n}\n" for n in sorted(names))
 
 
@@ -240,11 +290,12 @@ def earlier_run_entries(folder: Path) -> list[Path]:
         listed = {n for n in names if "/" not in n and n not in (".", "..", MARKER)}
         return [folder / n for n in sorted(listed) if os.path.lexists(folder / n)]
     found = []
+    sweep = (folder / "sweep.json").is_file()
     for entry in folder.iterdir():
         if entry.name.startswith((TMP_TAG, OLD_TAG)) or TMP_TAG in entry.name:
             continue
         if _RUN_FILES.match(entry.name) or (entry.is_dir() and not entry.is_symlink() and (
-                (entry / "summary.json").exists() or (
+                (entry / "summary.json").exists() or (sweep and entry.name == "cells") or (
                     entry.name.startswith("seed-") and (entry / MARKER).exists()))):
             found.append(entry)
     return found
@@ -252,7 +303,7 @@ def earlier_run_entries(folder: Path) -> list[Path]:
 
 def _move_into_place(tmp: Path, real: Path, shown: Path, existed: bool, force: bool) -> None:
     names = [p.name for p in tmp.iterdir() if p.name != MARKER]
-    (tmp / MARKER).write_text(_manifest(names))
+    (tmp / MARKER).write_text(manifest(names))
     if not existed:
         if os.path.lexists(real):  # something appeared there while the run ran
             raise NightjarInputError(f"cannot write to {shown}: it appeared during the run")

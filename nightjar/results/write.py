@@ -23,7 +23,7 @@ import pandas as pd
 
 from nightjar.core.records import RunResult
 from nightjar.errors import NightjarInputError
-from nightjar.results.outdir import MARKER, MARKER_HEAD, check_out_dir, clear_earlier_run
+from nightjar.results.outdir import check_out_dir, clear_earlier_run
 
 if TYPE_CHECKING:
     from nightjar.results.run_set import PolicyRun, ResultSet
@@ -66,16 +66,23 @@ def prepare_out_dir(path: Path, force: bool = False, *, replace: bool = False) -
     Refuses an existing non-empty folder unless ``force``, also one holding an
     earlier nightjar run: nothing the user has is overwritten without asking. With
     ``replace``, an earlier nightjar run there is removed first (``--force``: the
-    folder then holds only the new run; the user's own files stay).
+    folder then holds only the new run; the user's own files stay); so is one that
+    never completed, without asking. The folder's lock is held until the process ends,
+    and the folder is marked unfinished until the writer calls
+    :func:`nightjar.results.outdir.mark_finished`.
     """
+    from nightjar.results.lock import hold_until_exit
+    from nightjar.results.outdir import TMP_TAG, mark_unfinished, unfinished_run
+
     path = Path(path)
     real = check_out_dir(path, force)
+    if TMP_TAG not in real.name:  # a staged folder is its own process's alone
+        hold_until_exit(real, path)
     with _writing(path):
         real.mkdir(parents=True, exist_ok=True)
-        if replace:
+        if replace or unfinished_run(real):
             clear_earlier_run(real)
-        if not (real / MARKER).exists():
-            (real / MARKER).write_text(MARKER_HEAD)
+        mark_unfinished(real)
     return path
 
 

@@ -140,8 +140,10 @@ def run_cell(task: CellTask) -> dict[str, Any]:
     trace_name = summary.pop("trace")
     # The SLO limits come with the summary (slo_ttft_s, slo_tpot_s), not twice.
     params = {k: v for k, v in cell.params().items() if k not in ("slo_ttft", "slo_tpot")}
+    # A trace whose requests all arrive at once has no rate (NaN: empty in the table).
+    span = trace.duration_s
     row: dict[str, Any] = {"cell": task.key, **params, "trace_name": trace_name,
-                           "rate_rps": len(trace) / trace.duration_s}
+                           "rate_rps": len(trace) / span if span > 0 else math.nan}
     for key, value in summary.items():
         row[key if key not in row else f"summary_{key}"] = value
     # Every cell computes its own bound (nightjar.sim.yardstick): regret needs no oracle.

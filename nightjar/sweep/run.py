@@ -9,6 +9,7 @@ grid in the same folder computes only its new cells.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ import pandas as pd
 
 from nightjar.errors import NightjarInputError
 from nightjar.results.alternatives import add_to_rows
+from nightjar.results.lock import holding
+from nightjar.results.outdir import check_out_dir
 from nightjar.sweep.backends import run_tasks
 from nightjar.sweep.cell import Cell, CellTask, digest
 from nightjar.sweep.spec import SweepSpec
@@ -121,8 +124,13 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
                                            truth=profile, drafter=profile.drafter))
 
 
-def plan(spec: SweepSpec) -> list[CellTask]:
-    """Every cell of the grid with its key and input texts (validating all inputs)."""
+# Cells between two calls of plan()'s progress callback (a key costs ~0.1 ms).
+PLAN_EVERY = 2000
+
+
+def plan(spec: SweepSpec, progress: Callable[[int, int], None] | None = None) -> list[CellTask]:
+    """Every cell of the grid with its key and input texts (validating all inputs);
+    ``progress(planned, total)`` follows a large grid's planning."""
     from nightjar.policies.registry import expand_specs
     from nightjar.profile.profile import load_profile
     from nightjar.sweep.spec import with_axis
@@ -135,11 +143,21 @@ def plan(spec: SweepSpec) -> list[CellTask]:
     profile_texts = {n: json.dumps(p.to_json(), sort_keys=True) for n, p in profiles.items()}
     digests = {t: digest(t) for t in [*traces.values(), *profile_texts.values()]}
     tasks = []
+    total = spec.num_cells()
     for cell in spec.cells():
         trace_text, profile_text = traces[cell.trace], profile_texts[cell.profile]
         key = cell.key(digests[trace_text], digests[profile_text])
         tasks.append(CellTask(cell, key, trace_text, profile_text))
+        if progress is not None and len(tasks) % PLAN_EVERY == 0:
+            progress(len(tasks), total)
     return tasks
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def run_sweep(
@@ -152,16 +170,35 @@ def run_sweep(
     config: Path | None = None,
     report: bool = True,
     on_cell: Callable[[int, int], None] | None = None,
+    on_plan: Callable[[int, int], None] | None = None,
 ) -> SweepOutcome:
-    """Run (or resume) ``spec`` into ``out``; ``on_cell(done, total)`` follows progress."""
-    tasks = plan(spec)
-    out = prepare_sweep_dir(Path(out), force)
+    """Run (or resume) ``spec`` into ``out``; ``on_cell(done, total)`` follows progress,
+    ``on_plan(planned, total)`` the planning of a large grid before it."""
+    tasks = plan(spec, on_plan)
+    shown = Path(out)
+    with holding(check_out_dir(shown, force=True), shown):
+        return _run_locked(spec, tasks, shown, jobs=jobs, ray=ray, force=force, config=config,
+                           report=report, on_cell=on_cell)
+
+
+def _run_locked(
+    spec: SweepSpec,
+    tasks: list[CellTask],
+    out: Path,
+    *,
+    jobs: int,
+    ray: str | None,
+    force: bool,
+    config: Path | None,
+    report: bool,
+    on_cell: Callable[[int, int], None] | None,
+) -> SweepOutcome:
+    copies = config is not None and not _same_file(config, Path(out) / "experiment.toml")
+    out = prepare_sweep_dir(Path(out), force, config_copy=copies)
     write_atomic(out / SPEC_FILE, json.dumps(spec.to_json(), indent=1) + "\n")
-    if config is not None:
+    if config is not None and copies:
         try:
             shutil.copyfile(config, out / "experiment.toml")
-        except shutil.SameFileError:
-            pass
         except OSError as exc:
             raise NightjarInputError(f"cannot copy {config}: {exc.strerror or exc}") from None
     rows: dict[str, dict[str, Any]] = {}

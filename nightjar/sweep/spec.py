@@ -68,6 +68,9 @@ class SweepSpec:
     slo: Slo
     on_unfit: str = _D.on_unfit
 
+    def num_cells(self) -> int:
+        return math.prod(len(v) for v in self.axes.values())
+
     def cells(self) -> list[Cell]:
         """Every point of the grid, unchecked (the sweep's plan checks each distinct
         one: a million cells must not each pay for the checks)."""

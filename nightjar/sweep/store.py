@@ -52,31 +52,56 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def prepare_sweep_dir(out: Path, force: bool) -> Path:
+# What a sweep writes in its folder (the marker lists them, so that ``--force`` of any
+# other run there replaces the whole sweep).
+ENTRIES = (SPEC_FILE, CELLS, "results.csv", "results.parquet", "report.html")
+
+
+def prepare_sweep_dir(out: Path, force: bool, *, config_copy: bool = False) -> Path:
     """Create ``out`` or reopen an earlier sweep in it (that is how a sweep resumes).
 
-    A non-empty folder that is not a sweep is refused unless ``force``.
+    A non-empty folder that is not a sweep is refused unless ``force``; with it, an
+    earlier nightjar run of another kind there is removed first, so the folder never
+    mixes the two. A folder left by a sweep that failed before it wrote its grid
+    (nothing but the marker and an empty ``cells/``) is not "files": it is reused.
+    The caller holds the folder's lock (:mod:`nightjar.results.lock`).
     """
-    from nightjar.results.outdir import check_out_dir
+    from nightjar.results.outdir import check_out_dir, clear_earlier_run, manifest
 
     shown = Path(out)
     # Resolved and checked as any --out (symlinks, FIFOs, read-only mounts, long names);
     # an earlier sweep there is not "files": that is how a sweep resumes.
     out = check_out_dir(out, force=True)  # the emptiness rule is the next one
     resumes = (out / SPEC_FILE).is_file()
-    if out.is_dir() and not resumes and any(out.iterdir()) and not force:
-        raise NightjarInputError(
-            f"output directory {shown} already holds files that are not a sweep; "
-            "choose a new directory or pass --force to write into it"
-        )
+    if out.is_dir() and not resumes and _holds_files(out):
+        if not force:
+            raise NightjarInputError(
+                f"output directory {shown} already holds files that are not a sweep; "
+                "choose a new directory or pass --force to write into it"
+            )
+        clear_earlier_run(out)
+    kept = resumes and (out / "experiment.toml").is_file()
+    names = [*ENTRIES, "experiment.toml"] if config_copy or kept else ENTRIES
     try:
         (out / CELLS).mkdir(parents=True, exist_ok=True)
-        (out / MARKER).write_text("written by nightjar; safe to overwrite with --out\n")
+        (out / MARKER).write_text(manifest(names))
     except OSError as exc:
         raise NightjarInputError(f"cannot write to {out}: {exc.strerror or exc}") from None
     for stale in (out / CELLS).glob(f".*{TMP_SUFFIX}"):
         stale.unlink(missing_ok=True)  # left by a run that was killed mid-write
     return out
+
+
+def _holds_files(out: Path) -> bool:
+    from nightjar.results.lock import SUFFIX
+
+    for entry in out.iterdir():
+        if entry.name in (MARKER, SUFFIX):
+            continue
+        if entry.name == CELLS and entry.is_dir() and not any(entry.iterdir()):
+            continue
+        return True
+    return False
 
 
 def cell_path(out: Path, key: str) -> Path:
