@@ -50,6 +50,12 @@ def _holder(path: Path) -> str:
     return f"another nightjar run (pid {pid})" if pid.isdigit() else "another nightjar run"
 
 
+def taken(shown: Path, holder: str) -> NightjarInputError:
+    """The one-line refusal a second writer gets."""
+    return NightjarInputError(
+        f"{shown} is being written by {holder}; wait for it to finish or choose another --out")
+
+
 def _made_parents(folder: Path) -> list[Path]:
     """Make ``folder`` and any missing folder above it; the ones made, deepest first."""
     missing = []
@@ -92,10 +98,7 @@ def _lock(path: Path, shown: Path) -> tuple[int, Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise NightjarInputError(
-                f"{shown} is being written by {_holder(path)}; wait for it to finish or "
-                "choose another --out"
-            ) from None
+            raise taken(shown, _holder(path)) from None
         try:
             same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:

@@ -50,6 +50,7 @@ from typing import Any
 from nightjar.errors import NightjarInputError
 from nightjar.interrupts import deferred_signals, signals_as_interrupts
 from nightjar.reading import as_path
+from nightjar.results.lock import SUFFIX, busy, holding, taken
 
 MARKER = ".nightjar-run"
 MARKER_HEAD = "written by nightjar; safe to overwrite with --out\n"
@@ -152,8 +153,6 @@ def check_out_dir(path: Any, force: bool = False) -> Path:
     """The folder a run will write, resolved and checked before any work (see the
     module docstring); refuses a file or device there, a non-writable place, and a
     non-empty folder (also an earlier nightjar run's) unless ``force``."""
-    from nightjar.results.lock import busy
-
     real = resolve_target(path)
     shown = Path(path)
     if os.path.lexists(real):
@@ -163,9 +162,7 @@ def check_out_dir(path: Any, force: bool = False) -> Path:
                 f"cannot write to {shown}: it exists and is {_kind(mode)}, not a directory")
         holder = busy(real)
         if holder is not None:
-            raise NightjarInputError(
-                f"{shown} is being written by {holder}; wait for it to finish or choose "
-                "another --out")
+            raise taken(shown, holder)
         if not force and _entries(real) and not unfinished_run(real):
             what = "an earlier nightjar run" if (real / MARKER).exists() else "files"
             raise NightjarInputError(
@@ -179,8 +176,6 @@ def check_out_dir(path: Any, force: bool = False) -> Path:
 
 
 def _entries(folder: Path, but: Iterable[Path] = ()) -> list[Path]:
-    from nightjar.results.lock import SUFFIX
-
     skip = {p.name for p in but} | {SUFFIX}
     return [p for p in folder.iterdir() if p.name not in skip]
 
@@ -235,8 +230,6 @@ def staged_out_dir(path: Path, force: bool = False) -> Iterator[Path]:
     without an exception, and is removed when it raises (Ctrl-C, SIGTERM and SIGHUP
     included). ``path`` is checked before anything is written (:func:`check_out_dir`);
     with ``force`` an earlier nightjar run there is replaced (module docstring)."""
-    from nightjar.results.lock import holding
-
     shown = Path(path)
     real = check_out_dir(path, force)
     with holding(real, shown), signals_as_interrupts():
