@@ -132,12 +132,40 @@ def test_force_replaces_a_sweep_with_a_run_and_a_run_with_a_sweep(
         + (["results.parquet"] if (out / "results.parquet").exists() else []))
 
 
+def failed_live_run(out: Path, *also: str) -> None:
+    """A live run, in a process of its own, that started writing ``out`` and then failed
+    before finishing; ``also`` are the user's own files put there beside it."""
+    script = f"""
+import sys
+from pathlib import Path
+from nightjar.results.write import prepare_out_dir
+out = Path({str(out)!r})
+prepare_out_dir(out)
+(out / "vllm.log").write_text("engine failed to start")
+(out / ".steps-0.jsonl").write_text("")
+for name in {list(also)!r}:
+    (out / name).write_text("keep")
+sys.exit(1)
+"""
+    assert subprocess.run([sys.executable, "-c", script], check=False).returncode == 1
+
+
+def test_an_in_place_run_keeps_what_it_streamed_when_it_writes_its_tables(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "live"
+    prepare_out_dir(out)  # `nightjar live` before the engine starts...
+    (out / "vllm.log").write_text("engine log")
+    (out / ".steps-0.jsonl").write_text("{}")
+    prepare_out_dir(out, force=True)  # ... and its report writer, at the end
+    assert (out / "vllm.log").read_text() == "engine log"
+    assert (out / ".steps-0.jsonl").exists()
+
+
 def test_a_failed_in_place_run_never_blocks_its_rerun(tmp_path: Path) -> None:
     out = tmp_path / "live"
-    prepare_out_dir(out)  # a live run's start...
-    (out / "vllm.log").write_text("engine failed to start\n")
-    (out / ".steps-0.jsonl").write_text("")
-    # ... that failed: nothing finished it. Its rerun needs no --force.
+    failed_live_run(out)
+    # Nothing finished it. Its rerun needs no --force.
     check_out_dir(out)
     with staged_out_dir(out) as tmp:
         (tmp / "summary.csv").write_text("policy\n")
@@ -149,9 +177,7 @@ def test_a_failed_in_place_run_never_blocks_its_rerun(tmp_path: Path) -> None:
 
 def test_an_unfinished_run_beside_the_users_own_file_still_asks(tmp_path: Path) -> None:
     out = tmp_path / "live"
-    prepare_out_dir(out)
-    (out / "vllm.log").write_text("failed\n")
-    (out / "mine.txt").write_text("keep")
+    failed_live_run(out, "mine.txt")
     with pytest.raises(NightjarInputError, match="--force"):
         check_out_dir(out)
     prepare_out_dir(out, force=True, replace=True)

@@ -149,6 +149,11 @@ def hold_until_exit(real: Path, shown: Path | None = None) -> None:
     atexit.register(_release, real)
 
 
+def held(real: Path) -> bool:
+    """Whether this process holds the lock of the resolved folder ``real``."""
+    return real in _held
+
+
 def busy(real: Path) -> str | None:
     """Who holds the lock of ``real``, where another process does (None otherwise)."""
     if real in _held:
