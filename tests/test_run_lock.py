@@ -18,7 +18,7 @@ import nightjar
 from nightjar.cli import main
 from nightjar.errors import NightjarInputError
 from nightjar.results.lock import SUFFIX, busy, holding, lock_path
-from nightjar.results.outdir import MARKER, check_out_dir, staged_out_dir
+from nightjar.results.outdir import MARKER, check_out_dir, mark_finished, staged_out_dir
 from nightjar.results.write import prepare_out_dir
 
 SMALL = '{"name": "small", "requests": [{"arrival_s": 0, "prompt_tokens": 50, "output_tokens": 4}]}'
@@ -160,6 +160,9 @@ def test_an_in_place_run_keeps_what_it_streamed_when_it_writes_its_tables(
     prepare_out_dir(out, force=True)  # ... and its report writer, at the end
     assert (out / "vllm.log").read_text() == "engine log"
     assert (out / ".steps-0.jsonl").exists()
+    mark_finished(out)  # once finished, the folder is a run like any other
+    with pytest.raises(NightjarInputError, match="earlier nightjar run"):
+        prepare_out_dir(out)
 
 
 def test_a_failed_in_place_run_never_blocks_its_rerun(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``nightjar profile``: measure (vLLM), model (roofline), list and show profiles.
+"""``nightjar profile``: measure (vLLM), model (roofline), fit from runs, list and show
+profiles.
 
 Measured profiling (``--model PATH --draft PATH --out FILE`` without ``--roofline``)
 runs the real vLLM engine through ``nightjar.commands.profile_measured``; vLLM is imported only
@@ -35,6 +36,14 @@ def add_parser(sub: Any) -> None:
     mode.add_argument("--show", metavar="NAME", help="summarise a profile (name or path)")
     mode.add_argument("--schema", action="store_true",
                       help="print the profile format's JSON Schema (for editors)")
+    mode.add_argument("--from-run", nargs="+", metavar="RUN", default=None,
+                      help="fit a profile from live runs' own steps (folders `nightjar live` "
+                      "or `bench live` wrote); cells they never reached stay --base's")
+    f = p.add_argument_group("fit from runs (--from-run)")
+    f.add_argument("--base", metavar="PROFILE",
+                   help="the profile the fit corrects (bundled name or file)")
+    f.add_argument("--name", default=None,
+                   help="the fitted profile's name (default: the base's, with +runs)")
     p.add_argument("--gpu", help="GPU name for --roofline (see --list)")
     p.add_argument(
         "--model",
@@ -167,6 +176,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.show:
         return _show(args.show, args.context)
+    if args.from_run is not None:
+        from nightjar.commands.profile_fit import run_fit
+
+        return run_fit(args)
+    if args.base is not None or args.name is not None:
+        raise NightjarInputError("--base and --name only with --from-run")
     if args.roofline:
         return _roofline(args)
     from nightjar.roofline.request import ROOFLINE_ONLY
@@ -297,9 +312,23 @@ def _show(name: str, context: float) -> int:
             f"tensor parallel {tp}: memory and KV blocks are per GPU; two all-reduces per "
             "layer per forward in every step time"
         )
+    _show_fit(console, (p.to_json().get("measured") or {}).get("fit"))
     _show_overheads(console, p.to_json().get("roofline"), p.to_json().get("notes"))
     console.print(f"command: {p.command}")
     return 0
+
+
+def _show_fit(console: Any, fit: Any) -> None:
+    """Which cells a profile fitted from runs took from them, and which from its base."""
+    if not isinstance(fit, dict) or not isinstance(fit.get("cells"), dict):
+        return
+    parts = [f"{table} {cells[0]} of {cells[1]}" for table, cells in fit["cells"].items()
+             if isinstance(cells, list) and len(cells) == 2 and cells[1]]
+    runs = fit.get("runs")
+    count = len(runs) if isinstance(runs, list) else 0
+    console.print(f"fitted from {count} run folder(s)' steps: cells {', '.join(parts)}; "
+                  f"the rest are {fit.get('base', 'the base')}'s (measured.fit lists each)",
+                  soft_wrap=True)
 
 
 # Profile "roofline" keys -> the overhead term (nightjar.roofline.calibration.overheads) they hold.

@@ -163,3 +163,20 @@ def with_mixed(base: Mapping[str, Any], rows: Sequence[MixedRow], notes: str) ->
     out["mixed"] = _rows(rows)
     out["notes"] = notes
     return out
+
+
+def refitted(base: Mapping[str, Any], *, decode: Sequence[DecodeRow] | None = None,
+             prefill: Sequence[PrefillRow] | None = None,
+             mixed: Sequence[MixedRow] | None = None,
+             meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of the document ``base`` with the given tables replaced (a fit's
+    corrections: ``nightjar.fidelity.fit``) and the given top-level ``meta`` keys
+    (``name``, ``source``, ``command``, ``notes``, ``measured``); keys ``base`` has stay
+    where they are, new ones go last."""
+    out = dict(base)
+    for key, rows in (("decode", decode), ("prefill", prefill), ("mixed", mixed)):
+        if rows is not None:
+            out[key] = _rows(rows)
+    out.update(meta or {})
+    return out
+

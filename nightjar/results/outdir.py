@@ -180,15 +180,18 @@ def _entries(folder: Path, but: Iterable[Path] = ()) -> list[Path]:
     return [p for p in folder.iterdir() if p.name not in skip]
 
 
-def unfinished_run(folder: Path) -> bool:
+def unfinished_run(folder: Path, theirs: bool = False) -> bool:
     """Whether ``folder`` holds only an in-place run that never completed (and nothing
-    of the user's): the next run may replace it without ``--force``."""
+    of the user's): the next run may replace it without ``--force``. With ``theirs``,
+    whether it holds an unfinished run at all, the user's files beside it or not."""
     try:
         text = (folder / MARKER).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
     if UNFINISHED not in text:
         return False
+    if theirs:
+        return True
     ours = {p.name for p in earlier_run_entries(folder)} | {MARKER}
     return all(p.name in ours or p.name.startswith((TMP_TAG, OLD_TAG)) or TMP_TAG in p.name
                for p in _entries(folder))

@@ -69,15 +69,16 @@ def prepare_out_dir(path: Path, force: bool = False, *, replace: bool = False) -
     folder then holds only the new run; the user's own files stay); so is one that
     never completed, without asking. The folder's lock is held until the process ends,
     and the folder is marked unfinished until the writer calls
-    :func:`nightjar.results.outdir.mark_finished`. A folder this process already
-    holds is left as it is: its run is still writing there (``nightjar live`` writes
-    its tables beside the log it streamed).
+    :func:`nightjar.results.outdir.mark_finished`. A folder this process holds and has
+    not finished is left as it is: its run is still writing there (``nightjar live``
+    writes its tables beside the log it streamed).
     """
     from nightjar.results.lock import held, hold_until_exit
     from nightjar.results.outdir import TMP_TAG, mark_unfinished, resolve_target, unfinished_run
 
     path = Path(path)
-    if held(resolve_target(path)):
+    mine = resolve_target(path)
+    if held(mine) and unfinished_run(mine, theirs=True):
         return path
     real = check_out_dir(path, force)
     if TMP_TAG not in real.name:  # a staged folder is its own process's alone

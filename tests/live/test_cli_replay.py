@@ -10,6 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -83,3 +84,24 @@ def test_replay_writes_sim_compatible_outputs(
         assert cli.main(["validate", "--live-run", str(out / slug), "--profile", profile]) == 0
         shown = capsys.readouterr().out
         assert "pure decode steps" in shown and "live vs sim" in shown
+
+    # A profile fitted from the run's own steps prices them nearer than its base: the
+    # GPU base is far from this CPU (a median factor of 12 here), and the cells the steps
+    # reached move toward the CPU's times (part way: a few dozen steps per cell, each
+    # cell shrunk toward the base as if it were PRIOR_STEPS steps of its own).
+    from nightjar.fidelity.compare import priced_steps
+    from nightjar.profile.profile import load_profile
+    from nightjar.results.read import load_runs
+
+    fitted = tmp_path / "fitted.json"
+    assert cli.main(["profile", "--from-run", str(out), "--base", profile,
+                     "--out", str(fitted)]) == 0
+    assert "cells fitted from" in capsys.readouterr().out
+    runs = load_runs(out)
+    errors = []
+    for priced_on in (load_profile(profile), load_profile(str(fitted))):
+        steps = pd.concat([priced_steps(r, priced_on, False) for r in runs])
+        decode = steps[steps["kind"] == "decode"]
+        errors.append(float(np.abs(np.log(decode["step_time_s"] / decode["priced_s"])).median()))
+    base_error, fitted_error = errors
+    assert fitted_error < 0.8 * base_error, errors
