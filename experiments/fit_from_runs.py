@@ -25,7 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 METRICS = {"throughput_tok_s": "throughput", "ttft_s_mean": "mean TTFT",
-           "tpot_s_mean": "mean TPOT", "e2e_s_mean": "mean E2E"}
+           "tpot_s_mean": "mean TPOT", "e2e_s_mean": "mean E2E",
+           "mean_batch_size": "mean batch"}
 
 
 def nightjar(*args: str) -> tuple[str, float]:
@@ -63,6 +64,8 @@ def validate_both(held: Path, base: Path, fitted: Path, folder: Path, **tags: st
 
 
 def cell(row: pd.Series) -> str:
+    if row["rounds"] < 2:
+        return f"{row['error_pct']:+.1f}"  # one round: no interval
     half = (row["error_hi"] - row["error_lo"]) / 2
     return f"{row['error_pct']:+.1f} ± {half:.1f}"
 
@@ -117,11 +120,14 @@ def report(table: pd.DataFrame, fits: list[str], args: argparse.Namespace) -> st
            "Entries: simulated minus live, % of live, mean ± 95% half-width over the "
            "benchmark's rounds. A second set of tables fits each trace's odd rounds and "
            "validates its even ones: the same deployment's earlier runs, as a user "
-           "refining a profile from their own runs has them.", ""]
+           "refining a profile from their own runs has them. \"Within 10%\" counts the "
+           "entries whose mean error is at most 10% either way (`nightjar validate`'s "
+           "`within_10`); where its interval is wide, that alone does not show agreement.", ""]
     for (split, trace), part in table.groupby(["split", "trace"], sort=False):
         title = (f"`{trace}` held out" if split == "held-out trace"
                  else f"`{trace}`: fitted on its odd rounds, validated on its even ones")
-        out += [f"## {title}", "",
+        rounds = int(part["rounds"].max())
+        out += [f"## {title}", "", f"{rounds} round(s) validated.", "",
                 "| policy | metric | measured profile | fitted profile |", "|---|---|---|---|"]
         for (policy, metric), rows in part.groupby(["policy", "metric"], sort=False):
             if metric not in METRICS:

@@ -247,3 +247,16 @@ def test_short_policy_names_do_not_fold_at_80_columns() -> None:
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "nightjar-code" in text and "nightjar+" in text and "loads" in text
+
+
+def test_latency_percentiles_are_vllm_benchs_and_slo_ones() -> None:
+    import numpy as np
+
+    from nightjar.results.metrics import Stat
+
+    stat = Stat.of(np.arange(1.0, 101.0))  # 1..100 s
+    assert (stat.mean, stat.p50, stat.p90, stat.p95, stat.p99) == pytest.approx(
+        (50.5, 50.5, 90.1, 95.05, 99.01))
+    assert all(math.isnan(v) for v in dataclasses.astuple(Stat.of(np.array([]))))
+    flat = summarize(hand_run()).as_dict()
+    assert {f"{k}_s_{p}" for k in ("ttft", "tpot", "e2e") for p in ("p90", "p95")} <= set(flat)

@@ -309,6 +309,22 @@ def test_cli_list_and_show(
     assert f"{blocks} without draft" in text and "gamma 3" in text
 
 
+def test_show_names_the_acceptance_each_workload_is_simulated_with(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = load_profile(A100).to_json()
+    data["acceptance"] = {}  # as a profile made from two config.json files holds
+    path = tmp_path / "no-acceptance.json"
+    path.write_text(json.dumps(data))
+    assert _cli(monkeypatch, "--show", str(path)) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "acceptance of other workloads: the workload default, not this pair's" in text
+    assert "sharegpt 0.60" in text and "(assumed by the profile)" not in text
+    assert _cli(monkeypatch, "--show", A100) == 0
+    assert "acceptance sharegpt: mean 0.60, concentration 8 (assumed by the profile)" in (
+        capsys.readouterr().out)
+
+
 def test_a_lookup_far_past_the_grid_costs_one_row() -> None:
     """Batch 10**6 is priced from the last segment carried on, without building a row
     for every batch size up to it (which took minutes and gigabytes)."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import shlex
+import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nightjar.commands.run_flags import add_option_flags, options_of
 from nightjar.commands.slo_args import make_slo
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from nightjar.core.records import RunResult
     from nightjar.core.slo import Slo
     from nightjar.live.preflight import CheckedRun
+    from nightjar.profile.profile import Profile
 
 
 def add_parser(sub: Any) -> None:
@@ -66,10 +69,34 @@ def run(args: argparse.Namespace) -> int:
     require_format(options.format)
     checked = preflight(options, roofline_prior)
     if options.serve:
+        if options.profile_out is not None:
+            raise NightjarInputError("--profile-out needs a trace's run, not --serve")
         return _serve(options, checked)
     if options.trace is None:
         raise NightjarInputError("give --trace FILE to replay, or --serve")
-    return _replay_all(options, checked, slo, getattr(args, "invocation", ""))
+    fit = _fit_target(options, checked) if options.profile_out is not None else None
+    return _replay_all(options, checked, slo, getattr(args, "invocation", ""), fit)
+
+
+class _FitTarget(NamedTuple):
+    """Where ``--profile-out`` writes, checked before the run, and the base it corrects."""
+
+    real: Path
+    shown: Path
+    base: Profile
+    base_arg: str
+
+
+def _fit_target(options: LiveOptions, checked: CheckedRun) -> _FitTarget:
+    from nightjar.fidelity.fit_file import fit_base
+    from nightjar.results.outdir import check_out_file
+
+    assert options.profile_out is not None
+    base = fit_base(checked.base.profile, "--profile-out")
+    inputs = [p for p in (checked.base.profile, options.trace) if p is not None]
+    real = check_out_file(options.profile_out, options.force, inputs=inputs,
+                          what="--profile-out")
+    return _FitTarget(real, Path(options.profile_out), base, str(checked.base.profile))
 
 
 def _serve(options: LiveOptions, checked: CheckedRun) -> int:
@@ -82,7 +109,8 @@ def _serve(options: LiveOptions, checked: CheckedRun) -> int:
     return int(serve(spec, options.host, options.port, flags))
 
 
-def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: str) -> int:
+def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: str,
+                fit: _FitTarget | None = None) -> int:
     from rich.console import Console
 
     from nightjar.live import logs
@@ -130,6 +158,14 @@ def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: st
     _report(options, checked, slo, trace.name, len(trace), results, facts, out)
     mark_finished(out)
     Console(stderr=True).print(f"wrote {out}/ (vLLM's log: {log_file.name})")
+    if fit is not None:
+        from nightjar.fidelity.fit_file import write_fitted
+
+        command = shlex.join(["nightjar", "profile", "--from-run", str(out), "--base",
+                              fit.base_arg, "--out", str(fit.shown)])
+        for line in write_fitted(results, fit.base, fit.real, fit.shown, name=None,
+                                 sources=[str(out)], command=command):
+            print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
     return 0
 
 

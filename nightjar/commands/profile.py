@@ -302,10 +302,7 @@ def _show(name: str, context: float) -> int:
         f"KV blocks ({mem.block_size} tokens): {without} without draft, {with_d} with "
         f"(draft costs {share:.1%}); draft transfer {mem.draft_transfer_s * 1e3:.1f} ms"
     )
-    for w in p.workloads:
-        acc = p.acceptance(w)
-        assert acc is not None
-        console.print(f"acceptance {w}: mean {acc[0]:.2f}, concentration {acc[1]:g}")
+    _show_acceptance(console, p)
     tp = p.to_json().get("hardware", {}).get("tensor_parallel")
     if tp:
         console.print(
@@ -316,6 +313,23 @@ def _show(name: str, context: float) -> int:
     _show_overheads(console, p.to_json().get("roofline"), p.to_json().get("notes"))
     console.print(f"command: {p.command}")
     return 0
+
+
+def _show_acceptance(console: Any, p: Any) -> None:
+    """The acceptance each workload is simulated with, and where it comes from: it
+    largely decides whether speculation pays, so an assumption is named as one."""
+    from nightjar.trace.workloads import WORKLOADS
+
+    whose = "measured" if p.source == "measured" else "assumed by the profile"
+    for w in p.workloads:
+        acc = p.acceptance(w)
+        assert acc is not None
+        console.print(f"acceptance {w}: mean {acc[0]:.2f}, concentration {acc[1]:g} ({whose})")
+    others = [w for w in WORKLOADS.values() if w.name not in p.workloads]
+    if others:
+        defaults = ", ".join(f"{w.name} {w.acceptance_mean:.2f}" for w in others)
+        console.print(f"acceptance of other workloads: the workload default, not this pair's "
+                      f"(mean {defaults})", soft_wrap=True)
 
 
 def _show_fit(console: Any, fit: Any) -> None:

@@ -9,9 +9,8 @@ steps are the base's own prices. Nothing of vLLM is needed: the steps are on dis
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import time
+import sys
 from pathlib import Path
 
 from nightjar.core.records import RunResult
@@ -35,9 +34,9 @@ def _command(args: argparse.Namespace, out: Path) -> str:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from nightjar.fidelity.fit import fit_profile
-    from nightjar.profile.profile import Profile, load_profile
-    from nightjar.results.outdir import check_out_file, write_out_file
+    from nightjar.fidelity.fit_file import write_fitted
+    from nightjar.profile.profile import load_profile
+    from nightjar.results.outdir import check_out_file
 
     others = [f"--{k}" for k in ("model", "draft", "gpu") if getattr(args, k)]
     if others:
@@ -60,18 +59,8 @@ def run_fit(args: argparse.Namespace) -> int:
                 f"--from-run {folder}: {simulated[0].policy} is a simulated run; its steps "
                 "are a profile's prices, not measurements (give `nightjar live` runs)")
         runs += found
-    started = time.monotonic()
-    data, report = fit_profile(runs, base, name=args.name, command=_command(args, out),
-                               sources=[str(f) for f in args.from_run])
-    Profile.from_json(data, str(out))  # validate before writing
-    write_out_file(real, json.dumps(data, separators=(",", ":")) + "\n", out)
-    print(f"wrote {out}: {data['name']}, fitted from {len(runs)} runs' steps on {base.name} "
-          f"in {time.monotonic() - started:.1f} s")
-    for table, (fitted, total) in report.cells.items():
-        if not total:
-            continue  # no such table, in the base or from the runs
-        steps = report.steps.get(table, 0)
-        print(f"  {table}: {fitted} of {total} cells fitted from {steps} steps "
-              f"(median change {report.median_change_pct[table]:+.1f}%); the rest are the "
-              "base's")
+    for line in write_fitted(runs, base, real, out, name=args.name,
+                             command=_command(args, out),
+                             sources=[str(f) for f in args.from_run]):
+        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
     return 0

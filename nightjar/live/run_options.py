@@ -189,6 +189,10 @@ class LiveOptions:
         "step table measured by an earlier live run (DIR/<policy>/step_table.json), or "
         "roofline:GPU (the roofline of this target and draft on a catalogue GPU, nightjar "
         "profile --list); without one nightjar+ learns from a neutral shape", default=None)
+    profile_out: Path | None = option(
+        "--profile-out", "at the end, write FILE: --profile (a nightjar profile) fitted to "
+        "this run's own steps (as nightjar profile --from-run OUT --base PROFILE)",
+        default=None, metavar="FILE")
     alias_draft: bool = option(
         "--alias-draft", "keep the draft's weights inside the withheld KV blocks (real reclaim;"
         " on CPU the draft's linears run slower, docs/kernels.md); needs --offload on; the "

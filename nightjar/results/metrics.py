@@ -45,18 +45,22 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True)
 class Stat:
-    """mean, p50 and p99 of a latency; NaN when there are no samples."""
+    """mean and percentiles of a latency (the ones ``vllm bench serve`` reports by
+    default, p50 and p99, and the p90/p95 SLOs are often written in); NaN when there
+    are no samples."""
 
     mean: float
     p50: float
+    p90: float
+    p95: float
     p99: float
 
     @staticmethod
     def of(values: FloatArray) -> Stat:
         if values.size == 0:
-            return Stat(math.nan, math.nan, math.nan)
-        p50, p99 = np.percentile(values, [50.0, 99.0])
-        return Stat(float(values.mean()), float(p50), float(p99))
+            return Stat(math.nan, math.nan, math.nan, math.nan, math.nan)
+        p50, p90, p95, p99 = np.percentile(values, [50.0, 90.0, 95.0, 99.0])
+        return Stat(float(values.mean()), float(p50), float(p90), float(p95), float(p99))
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,28 @@ def test_missing_trace(capsys: Any, fake_vllm: None, tmp_path: Path) -> None:
     _fails(capsys, ["live", "--model", target, "--draft", draft, *trace], "nope.json")
 
 
+def test_profile_out_is_checked_before_the_run(capsys: Any, fake_vllm: None,
+                                              tmp_path: Path) -> None:
+    target, draft = _model(tmp_path, "t", 2048), _model(tmp_path, "d", 2048)
+    trace = tmp_path / "t.json"
+    trace.write_text('{"requests": [{"arrival_s": 0, "prompt_tokens": 4, "output_tokens": 2}]}')
+    argv = ["live", "--model", target, "--draft", draft, "--trace", str(trace),
+            "--out", str(tmp_path / "o")]
+    fitted = tmp_path / "fitted.json"
+    _fails(capsys, [*argv, "--profile-out", str(fitted)], "--profile-out needs --profile")
+    table = tmp_path / "table.json"
+    table.write_text('{"kind": "nightjar-step-table", "batch_sizes": [1], "gammas": [0, 1], '
+                     '"step_s": [[0.01], [0.02]]}')
+    _fails(capsys, [*argv, "--policy", "nospec", "--profile", str(table), "--profile-out",
+                    str(fitted)], "to be a nightjar profile")
+    fitted.write_text("mine")
+    _fails(capsys, [*argv, "--profile", "a100-80gb/vicuna-13b+vicuna-68m", "--profile-out",
+                    str(fitted)], "pass --force")
+    _fails(capsys, [*argv, "--profile", "a100-80gb/vicuna-13b+vicuna-68m", "--profile-out",
+                    str(trace), "--force"], "it is the input")
+    assert fitted.read_text() == "mine" and not (tmp_path / "o").exists()
+
+
 def test_draft_that_fills_the_kv_pool_is_refused_before_vllm_starts(
     capsys: Any, fake_vllm: None, tmp_path: Path
 ) -> None:

@@ -53,6 +53,10 @@ def test_replay_writes_sim_compatible_outputs(
             "0.05",
             "--out",
             str(out),
+            "--profile",
+            "a100-80gb/vicuna-13b+vicuna-68m",
+            "--profile-out",
+            str(tmp_path / "fitted-at-the-end.json"),
         ]
     )
     assert code == 0
@@ -97,6 +101,9 @@ def test_replay_writes_sim_compatible_outputs(
     assert cli.main(["profile", "--from-run", str(out), "--base", profile,
                      "--out", str(fitted)]) == 0
     assert "cells fitted from" in capsys.readouterr().out
+    # --profile-out wrote the same fit at the end of the run.
+    at_end = json.loads((tmp_path / "fitted-at-the-end.json").read_text())
+    assert at_end["decode"] == json.loads(fitted.read_text())["decode"]
     runs = load_runs(out)
     errors = []
     for priced_on in (load_profile(profile), load_profile(str(fitted))):
