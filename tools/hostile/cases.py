@@ -199,6 +199,8 @@ def file_cases(f: Fixtures) -> list[Case]:
             ("validate-live-run", lambda p: ["validate", "--live-run", str(p), "--profile",
                                              fx.A100, "--gamma-max", "3"]),
             ("api-load_run", lambda p: f"nightjar.load_run({str(p)!r})"),
+            ("profile-from-run", lambda p: ["profile", "--from-run", str(p), "--base",
+                                            fx.A100, "--out", f"{p}-fitted.json"]),
             ("api-load_sweep", lambda p: f"nightjar.load_sweep({str(p)!r})"),
         ):
             made = make(base)
@@ -976,6 +978,23 @@ def flag_cases(f: Fixtures) -> list[Case]:
         show = [] if "--show" in extra or name in ("list", "nothing") or "--model-config" in \
             extra else ["--show", fx.A100]
         add("flag-profile", name, expect, ["profile", *show, *extra])
+    # Fitting from runs: the fixture run is simulated (refused: its steps are prices).
+    fitted = f"{f.out_dir('profile-flag/from-run')}.json"
+    for name, expect, extra, mention in [
+        ("from-run-simulated", "refuse", ["--from-run", str(f.run), "--base", fx.A100,
+                                          "--out", fitted], "simulated"),
+        ("from-run-no-base", "refuse", ["--from-run", str(f.run), "--out", fitted], "--base"),
+        ("from-run-no-out", "refuse", ["--from-run", str(f.run), "--base", fx.A100], "--out"),
+        ("from-run-bad-base", "refuse", ["--from-run", str(f.run), "--base", "nope",
+                                         "--out", fitted], "nope"),
+        ("from-run-out-is-base", "refuse", ["--from-run", str(f.run), "--base",
+                                            str(f.profile), "--out", str(f.profile),
+                                            "--force"], "input"),
+        ("from-run-empty", "refuse", ["--from-run"], None),
+        ("base-without-from-run", "refuse", ["--base", fx.A100], "--from-run"),
+        ("from-run-and-show", "refuse", ["--from-run", str(f.run), "--show", fx.A100], None),
+    ]:
+        add("flag-profile", name, expect, ["profile", *extra], mention)
 
     # nightjar trace gen / show / import
     out = f.out_dir("gen")
