@@ -60,6 +60,11 @@ def _limit() -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    # A case's process starts as a terminal's would, with every signal's default
+    # action: a runner started under nohup, or in the background of a script, passes
+    # its ignored SIGHUP / SIGINT on, and the signal cases would then test nothing.
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _cli(python: str, argv: list[str], source: Path, cwd: Path, timeout: float,
