@@ -61,7 +61,6 @@ WAKE_SHARE = 0.05
 class FitReport:
     """What the fit used and moved: steps per kind, and per table the cells fitted."""
 
-    runs: int
     steps: dict[str, int]
     cells: dict[str, tuple[int, int]]  # table -> (fitted cells, all cells)
     median_change_pct: dict[str, float]
@@ -91,13 +90,14 @@ def fit_profile(runs: Sequence[RunResult], base: Profile, *, name: str | None = 
         quiet = (steps["switch_cost_s"] == 0) & (wake <= WAKE_SHARE * steps["priced_s"]) & (
             steps["priced_s"] > 0) & (steps["step_time_s"] > 0) & ~steps["clamped"].astype(bool)
         steps = steps[quiet]
-    report = FitReport(runs=len(runs), steps={}, cells={}, median_change_pct={})
+    report = FitReport(steps={}, cells={}, median_change_pct={})
     fit_meta: dict[str, Any] = {}
-    decode = _fit_decode(base, _kind(steps, "decode"), report, fit_meta)
-    fitted = Profile.from_json(refitted(base.to_json(), decode=decode), "fit (decode)")
+    doc = base.to_json()  # a new dict: the fit's tables and metadata replace its own
+    decode = _fit_decode(base, doc["decode"], _kind(steps, "decode"), report, fit_meta)
+    fitted = Profile.from_json(refitted(doc, decode=decode), "fit (decode)")
     mixed = _fit_mixed(base, fitted, _kind(steps, "mixed"), report, fit_meta)
-    prefill = _fit_prefill(base, _kind(steps, "prefill"), report, fit_meta)
-    measured = dict(base.to_json().get("measured") or {})
+    prefill = _fit_prefill(base, doc["prefill"], _kind(steps, "prefill"), report, fit_meta)
+    measured = dict(doc.get("measured") or {})
     measured["fit"] = {"base": base.name, "runs": list(sources), "prior_steps": PRIOR_STEPS,
                        "steps": report.steps,
                        "cells": {k: list(v) for k, v in report.cells.items()}, **fit_meta}
@@ -108,7 +108,7 @@ def fit_profile(runs: Sequence[RunResult], base: Profile, *, name: str | None = 
                      "(nightjar.fidelity.fit): cells the runs reached are corrected, the "
                      "rest are the base's; measured.fit lists each fitted cell.")
     meta["measured"] = measured
-    data = refitted(base.to_json(), decode=decode, mixed=mixed, prefill=prefill, meta=meta)
+    data = refitted(doc, decode=decode, mixed=mixed, prefill=prefill, meta=meta)
     Profile.from_json(data, data["name"])  # the result must load
     return data, report
 
@@ -139,7 +139,7 @@ def _note(report: FitReport, table: str, grids: list[RatioGrid], used: int) -> N
                                        if moved else 0.0)
 
 
-def _fit_decode(base: Profile, s: pd.DataFrame, report: FitReport,
+def _fit_decode(base: Profile, table: list[list[Any]], s: pd.DataFrame, report: FitReport,
                 meta: dict[str, Any]) -> list[DecodeRow]:
     bs, ctx = list(base.batch_sizes), list(base.context_lens)
     grids = {g: RatioGrid(bs, ctx) for g in range(base.gamma_max + 1)}
@@ -153,7 +153,7 @@ def _fit_decode(base: Profile, s: pd.DataFrame, report: FitReport,
     factor = {g: grid.correction() for g, grid in grids.items()}
     index = {(b, c): (i, j) for i, b in enumerate(bs) for j, c in enumerate(ctx)}
     rows = []
-    for row in base.to_json()["decode"]:
+    for row in table:
         b, g, c = row[0], row[1], row[2]
         f = float(factor[g][index[(b, float(c))]]) if g in factor else 1.0
         rows.append(DecodeRow.from_seconds(b, g, c, *(v * f / MS_PER_S for v in row[3:6])))
@@ -208,7 +208,7 @@ def _fit_mixed(base: Profile, fitted: Profile, s: pd.DataFrame, report: FitRepor
     return rows
 
 
-def _fit_prefill(base: Profile, s: pd.DataFrame, report: FitReport,
+def _fit_prefill(base: Profile, table: list[list[Any]], s: pd.DataFrame, report: FitReport,
                  meta: dict[str, Any]) -> list[PrefillRow]:
     tokens = [float(t) for t in base.prefill_grid]
     grid = RatioGrid(tokens, [0.0])
@@ -223,7 +223,7 @@ def _fit_prefill(base: Profile, s: pd.DataFrame, report: FitReport,
                  np.log(added[ok] / target[ok]))
     factor = grid.correction()[:, 0]
     rows = [PrefillRow(row[0], to_ms(row[1] * float(f) / MS_PER_S), row[2])
-            for row, f in zip(base.to_json()["prefill"], factor, strict=True)]
+            for row, f in zip(table, factor, strict=True)]
     meta["prefill_cells"] = _cells(grid, [(int(t),) for t in tokens])
     _note(report, "prefill", [grid], len(s))
     return rows
