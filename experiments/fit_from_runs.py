@@ -51,6 +51,9 @@ def subset(bench: Path, rounds: set[int], dest: Path) -> Path:
     return dest
 
 
+PAIRS: list[pd.DataFrame] = []  # every validation's pairs.csv, tagged like its errors
+
+
 def validate_both(held: Path, base: Path, fitted: Path, folder: Path, **tags: str
                   ) -> list[pd.DataFrame]:
     """``nightjar validate`` over ``held`` on the measured and on the fitted profile."""
@@ -60,7 +63,25 @@ def validate_both(held: Path, base: Path, fitted: Path, folder: Path, **tags: st
         nightjar("validate", "--live-run", str(held), "--profile", str(profile),
                  "--out", str(out), "--force")
         frames.append(pd.read_csv(out / "errors.csv").assign(profile=label, **tags))
+        PAIRS.append(pd.read_csv(out / "pairs.csv").assign(profile=label, **tags))
     return frames
+
+
+def ordering(pairs: pd.DataFrame) -> str:
+    """Pairs the engine separates (status other than unresolved) and how many of them
+    the simulator orders the same way, per profile, over the five metrics."""
+    judged = pairs[pairs["metric"].isin(METRICS)]
+    parts = []
+    for label, rows in judged.groupby("profile", sort=False):
+        separated = rows[rows["status"] != "unresolved"]
+        same = int((separated["status"] == "same").sum())
+        parts.append(f"{label} {same} of {len(separated)}")
+        for _, r in separated[separated["status"] != "same"].iterrows():
+            parts[-1] += (f" (miss: {METRICS[r['metric']]} {r['a']} vs {r['b']}, live "
+                          f"{r['live_diff_pct']:+.1f} ± {r['live_half_pct']:.1f}%, sim "
+                          f"{r['sim_diff_pct']:+.1f}%)")
+    return "Pairs the engine separates, ordered the same by the simulator: " + "; ".join(
+        parts) + "."
 
 
 def cell(row: pd.Series) -> str:
@@ -106,6 +127,7 @@ def main() -> None:
                                 split="odd rounds -> even rounds")
     table = pd.concat(frames, ignore_index=True)
     table.to_csv(args.out / "errors.csv", index=False)
+    pd.concat(PAIRS, ignore_index=True).to_csv(args.out / "pairs.csv", index=False)
     (args.out / "README.md").write_text(report(table, lines, args))
 
 
@@ -141,6 +163,10 @@ def report(table: pd.DataFrame, fits: list[str], args: argparse.Namespace) -> st
         total = int((judged["profile"] == "measured").sum())
         out += ["", f"Within 10%: measured {within.get('measured', 0)} of {total}, fitted "
                 f"{within.get('fitted', 0)} of {total}.", ""]
+        pairs = pd.concat(PAIRS, ignore_index=True)
+        mine = pairs[(pairs["split"] == split) & (pairs["trace"] == trace)]
+        if len(mine):
+            out += [ordering(mine), ""]
     return "\n".join([*out, "## The fits", "", *fits]) + "\n"
 
 

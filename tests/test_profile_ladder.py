@@ -52,10 +52,11 @@ def test_chains_fall_back_to_plain_windows_where_a_ladder_does_not_fit() -> None
 
 
 def test_the_plan_ladders_by_default_and_separate_windows_on_request() -> None:
-    plan = ProfilePlan("t", "d", "t", "d")
+    sizes = (1, 2, 4, 8, 16, 32, 64)
+    plan = ProfilePlan("t", "d", "t", "d", batch_sizes=sizes)
     assert plan.decode_chains(512) == [(64, 32, 16, 8, 4, 2, 1)]
     assert len(plan.decode_chains(32)) == 7
-    apart = ProfilePlan("t", "d", "t", "d", ladders=False)
+    apart = ProfilePlan("t", "d", "t", "d", batch_sizes=sizes, ladders=False)
     assert apart.decode_chains(512) == [(b,) for b in (64, 32, 16, 8, 4, 2, 1)]
     # Per repeat: 2 engines x (7 + 1) decode windows, 2 x 8 prefills, 16 mixed, 30 wake.
     per_repeat = 2 * 8 + 2 * 8 + 16 + 2 * WAKE_SAMPLES * 5

@@ -243,3 +243,25 @@ def test_the_cases_cover_what_they_name() -> None:
             assert values["clamped_steps"] > 0, case
         if "skip" in case:
             assert values["switch_cost_steps"] > 0, case
+
+
+def test_a_run_is_the_same_whatever_kernels_the_cpu_picks() -> None:
+    # One seed, one run, on every machine (CI moved from an AVX-512 Intel to an AMD
+    # without it, and 19 of these digests changed): BLAS's dot summed in the order of
+    # the CPU's kernel, numpy's power ran SVML or libm. OpenBLAS runs an older CPU's
+    # kernels on request; the run must not notice.
+    import subprocess
+    import sys
+
+    code = ("import json; from tests.test_sim_golden_digest import run; "
+            "print(json.dumps([run(c)['sha256'] for c in ('static/burst', "
+            "'tetris/alpaca-burst/opt-out')]))")
+    seen = set()
+    for core in ("Prescott", "Sandybridge", "Haswell"):
+        env = {**os.environ, "OPENBLAS_CORETYPE": core}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, check=True, cwd=Path(__file__).parents[1])
+        seen.add(done.stdout.strip())
+    golden = _golden()
+    assert seen == {json.dumps([golden["static/burst"]["sha256"],
+                                golden["tetris/alpaca-burst/opt-out"]["sha256"]])}

@@ -13,6 +13,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from nightjar.core.defaults import DEFAULT_MAX_NUM_SEQS
 from nightjar.errors import NightjarInputError
 
 if TYPE_CHECKING:
@@ -109,9 +110,13 @@ def add_parser(sub: Any) -> None:
         "--context", type=float, default=512.0, help="context length for --show (default 512)"
     )
     m = p.add_argument_group("measured profiling (vLLM)")
-    m.add_argument("--batch-sizes", default="1,2,4,8,16,32,64",
-                   help="decode batch sizes (default 1..64; a larger batch is priced along "
-                   "the table's last segment)")
+    m.add_argument("--batch-sizes", default=None,
+                   help="decode batch sizes, measured as given (default 1, 2, 4, ... up to "
+                   "--max-num-seqs, cut to what the KV pool holds; a larger batch is priced "
+                   "along the table's last segment)")
+    m.add_argument("--max-num-seqs", type=int, default=DEFAULT_MAX_NUM_SEQS, metavar="N",
+                   help=f"the engine's batch cap, the default sizes' largest (default "
+                   f"{DEFAULT_MAX_NUM_SEQS}, as nightjar live)")
     m.add_argument("--gammas", default="0,1,2,3", help="speculation lengths, 0..G")
     m.add_argument("--contexts", default="32,512",
                    help="mean decode context lengths (default: short chat turns to 512; "
@@ -309,7 +314,10 @@ def _show(name: str, context: float) -> int:
             f"tensor parallel {tp}: memory and KV blocks are per GPU; two all-reduces per "
             "layer per forward in every step time"
         )
-    _show_fit(console, (p.to_json().get("measured") or {}).get("fit"))
+    from nightjar.profile.measured_lines import measured_lines
+
+    for line in measured_lines(p.to_json().get("measured")):
+        console.print(line, soft_wrap=True)
     _show_overheads(console, p.to_json().get("roofline"), p.to_json().get("notes"))
     console.print(f"command: {p.command}")
     return 0
@@ -330,19 +338,6 @@ def _show_acceptance(console: Any, p: Any) -> None:
         defaults = ", ".join(f"{w.name} {w.acceptance_mean:.2f}" for w in others)
         console.print(f"acceptance of other workloads: the workload default, not this pair's "
                       f"(mean {defaults})", soft_wrap=True)
-
-
-def _show_fit(console: Any, fit: Any) -> None:
-    """Which cells a profile fitted from runs took from them, and which from its base."""
-    if not isinstance(fit, dict) or not isinstance(fit.get("cells"), dict):
-        return
-    parts = [f"{table} {cells[0]} of {cells[1]}" for table, cells in fit["cells"].items()
-             if isinstance(cells, list) and len(cells) == 2 and cells[1]]
-    runs = fit.get("runs")
-    count = len(runs) if isinstance(runs, list) else 0
-    console.print(f"fitted from {count} run folder(s)' steps: cells {', '.join(parts)}; "
-                  f"the rest are {fit.get('base', 'the base')}'s (measured.fit lists each)",
-                  soft_wrap=True)
 
 
 # Profile "roofline" keys -> the overhead term (nightjar.roofline.calibration.overheads) they hold.

@@ -25,9 +25,12 @@ def _command(args: argparse.Namespace, draft: str | None, out: Path) -> str:
         parts += ["--drafter", args.drafter]
     if args.speculative_config is not None:
         parts += ["--speculative-config", args.speculative_config]
+    if args.batch_sizes is None:
+        parts += ["--max-num-seqs", str(args.max_num_seqs)]
     for flag in ("batch_sizes", "gammas", "contexts", "prefill_lengths", "mixed_batch_sizes",
                  "mixed_tokens", "wake_pauses"):
-        parts += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+        if getattr(args, flag) is not None:
+            parts += ["--" + flag.replace("_", "-"), getattr(args, flag)]
     parts += [
         "--output-tokens",
         str(args.output_tokens),
@@ -83,6 +86,7 @@ def run_measured(args: argparse.Namespace) -> int:
     from nightjar.live.models import check_pair, max_position, read_config, resolve_model
     from nightjar.live.profiling.inputs import (
         base_profile,
+        batch_sizes,
         int_list,
         measured_drafter,
         model_name,
@@ -103,6 +107,7 @@ def run_measured(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise NightjarInputError(f"--out {out}: folder {out.parent} does not exist")
     check_kv_cache_gb(args.kv_cache_gb)
+    sizes = batch_sizes(args.batch_sizes, args.max_num_seqs)
     base = base_profile(args.add_mixed_to)
     check_vllm_version()
     target = resolve_model(args.model, "model")
@@ -128,7 +133,9 @@ def run_measured(args: argparse.Namespace) -> int:
             draft_name=model_name(draft_arg) if draft_arg else method,
             method=method,
             spec_options=tuple(sorted(options.items())),
-            batch_sizes=int_list(args.batch_sizes, "--batch-sizes"),
+            batch_sizes=sizes,
+            max_num_seqs=max(sizes),
+            pool_cap=args.batch_sizes is None,
             gammas=int_list(args.gammas, "--gammas"),
             contexts=int_list(args.contexts, "--contexts"),
             prefill_lengths=int_list(args.prefill_lengths, "--prefill-lengths"),

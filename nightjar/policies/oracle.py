@@ -15,6 +15,7 @@ import numpy as np
 
 from nightjar.core.estimators import MAX_ALPHA, expected_tokens_all, parse_no_arg
 from nightjar.core.policy import Policy, PolicyEnv
+from nightjar.core.powers import powers
 from nightjar.core.types import LatencyModel, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import register
@@ -33,7 +34,6 @@ class OraclePolicy:
         self.latency = latency
         self.gamma_max = gamma_max
         self.prior = FALLBACK_ALPHA if prior is None else prior
-        self._exps = np.arange(1, gamma_max + 2, dtype=float)
 
     def expected_emitted(self, rates: list[float] | None, batch_size: int) -> list[float]:
         """Expected tokens the whole batch emits at g = 0..gamma_max."""
@@ -42,8 +42,7 @@ class OraclePolicy:
             return [batch_size * t for t in one]
         a = np.minimum(np.asarray(rates, dtype=float), MAX_ALPHA)
         # sum_i (1 - a_i^(g+1)) / (1 - a_i), for every g at once.
-        powers = a[:, None] ** self._exps[None, :]
-        per = (1.0 - powers) / (1.0 - a[:, None])
+        per = (1.0 - powers(a, self.gamma_max + 1)) / (1.0 - a[:, None])
         return per.sum(axis=0).tolist()  # type: ignore[no-any-return]
 
     def decide(self, ctx: StepContext) -> int:

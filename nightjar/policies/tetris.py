@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from nightjar.core.policy import Policy, PolicyEnv
+from nightjar.core.powers import powers
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import register
@@ -34,7 +35,6 @@ class TetrisPolicy:
     def __init__(self, k: float, gamma_max: int) -> None:
         self.k = k
         self.gamma_max = gamma_max
-        self._exps = np.arange(1, gamma_max + 1, dtype=float)
         # request id -> [accepted, drafted], the fallback when the engine has no estimates.
         self._counts: dict[int, list[int]] = {}
 
@@ -54,7 +54,7 @@ class TetrisPolicy:
         budget = min(round(self.k * b), b * gamma_max)
         if budget <= 0 or gamma_max <= 0:
             return [0] * b
-        scores = np.clip(rates, 0.0, 1.0)[:, None] ** self._exps[None, :gamma_max]
+        scores = powers(np.clip(rates, 0.0, 1.0), gamma_max)
         # Row-major flattening + stable sort: equal scores keep batch order.
         order = np.argsort(-scores.ravel(), kind="stable")[:budget]
         lengths = np.bincount(order // gamma_max, minlength=b)

@@ -36,7 +36,8 @@ def sample_accepted(
     width = int(gamma.max())
     if width == 0:
         return np.zeros(n, dtype=np.int64)
-    probs = a[:, None] * decay ** np.arange(width)[None, :]
+    # A scalar's pow is the C library's on every CPU (nightjar.core.powers).
+    probs = a[:, None] * np.array([decay**i for i in range(width)])[None, :]
     ok = rng.random((n, width)) < probs
     ok &= np.arange(width)[None, :] < gamma[:, None]
     # Leading successes: index of the first failure, or the full width.

@@ -53,6 +53,7 @@ import math
 
 import numpy as np
 
+from nightjar.core.powers import powers
 from nightjar.profile.profile import Profile
 from nightjar.sim import bound
 from nightjar.sim.bound import MAX_STRETCH, Program, per_token_prices
@@ -101,12 +102,13 @@ class Recorder:
         self.skip = skip
         self.rate = rebuild_rate_s(profile) if skip else 0.0
         self.decay = positional_decay if positional else 1.0
-        j = np.arange(gamma_max + 1)
         # Each request's reach: the chance that its j-th draft is emitted,
         # a^j decay^(j (j - 1) / 2), computed once (its acceptance rate never changes).
-        reach = np.clip(alpha, 0.0, 0.999)[None, :] ** j[:, None]
-        if self.decay != 1.0:
-            reach *= (self.decay ** (j * (j - 1) / 2.0))[:, None]
+        a = np.clip(alpha, 0.0, 0.999)
+        reach = np.vstack((np.ones_like(a), powers(a, gamma_max).T))
+        if self.decay != 1.0:  # a scalar's pow is the C library's on every CPU
+            reach *= np.array([self.decay ** (k * (k - 1) // 2) for k in range(gamma_max + 1)]
+                              )[:, None]
         # In fixed point, with room for a whole batch's sum of every gamma's tokens.
         bits = min(52, 62 - (max(max_batch, 1) * max(gamma_max, 1)).bit_length())
         self._unit = 2.0 ** -bits
@@ -379,7 +381,9 @@ class Recorder:
             a = max(lo - first, 0)
             b = m if hi is None else min(hi - first, m)
             if a < b:
-                self._excess[k, 0] += float(np.dot(weight[a:b], excess[a:b]))
+                # Not np.dot: BLAS sums in an order of its CPU's choosing, so a run's
+                # figures would differ in their last bits from one machine to another.
+                self._excess[k, 0] += float((weight[a:b] * excess[a:b]).sum())
                 self._excess[k, 1] += float(weight[a:b].sum())
 
     def summary(self) -> dict[str, float]:

@@ -85,6 +85,12 @@ def test_measured_profile_loads_with_provenance(measured: Path) -> None:
     assert mem.target_weight_bytes > mem.draft_weight_bytes > 0
     blocks = data["measured"]["kv_blocks"]
     assert mem.kv_blocks(True) == blocks["with_draft"] < blocks["without_draft"]
+    # Sizes given are measured as given; the engine's cap and the smaller pool (the
+    # draft's engine's, in whole blocks) are recorded beside them.
+    cap = data["measured"]["batch_cap"]
+    assert cap["largest_batch"] == cap["max_num_seqs"] == 32
+    assert cap["pool_tokens"] % blocks["with_draft"] == 0
+    assert cap["pool_tokens"] >= 32 * 96
     # Measured on the 4 given prompts, in one window at the largest gamma.
     assert p.workloads == ("alpaca",) and data["measured"]["acceptance_requests"] == 4
     (mean, conc) = p.acceptance("alpaca") or (0.0, 0.0)

@@ -993,6 +993,10 @@ def flag_cases(f: Fixtures) -> list[Case]:
         ("from-run-empty", "refuse", ["--from-run"], None),
         ("base-without-from-run", "refuse", ["--base", fx.A100], "--from-run"),
         ("from-run-and-show", "refuse", ["--from-run", str(f.run), "--show", fx.A100], None),
+        # The measured profiler's batch cap, checked before vLLM is looked for.
+        *[(f"measured-max-num-seqs-{n}", "refuse", ["--model", str(f.model), "--max-num-seqs",
+                                                   n, "--out", fitted], "--max-num-seqs")
+          for n in ("0", "1000000000", "x")],
     ]:
         add("flag-profile", name, expect, ["profile", *extra], mention)
 

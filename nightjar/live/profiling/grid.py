@@ -5,16 +5,25 @@ Pure Python; the measurement itself is :mod:`nightjar.live.profiling.profiler`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from nightjar.core.defaults import DEFAULT_MAX_NUM_SEQS
 from nightjar.core.drafter import DRAFT_MODEL
 from nightjar.errors import NightjarInputError
-from nightjar.live.profiling.ladder import chains
+from nightjar.live.profiling.ladder import chains, requests
 
 # Prompt length of the measured prefill steps: a typical prompt, not the longest
 # context (a long prompt's attention would make every prefill step look dear).
 PREFILL_PROMPT = 512
+
+
+def doubling(cap: int) -> tuple[int, ...]:
+    """1, 2, 4, ... below ``cap``, then ``cap``: the default decode batch sizes."""
+    out = [1]
+    while out[-1] * 2 < cap:
+        out.append(out[-1] * 2)
+    return (*out, cap) if cap > 1 else (1,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +32,15 @@ class ProfilePlan:
     draft: str | None  # the drafter's checkpoint; None for mtp, ngram, suffix
     target_name: str  # names stored in the profile
     draft_name: str
-    # Batches to 64 (a larger one is priced along the last segment: within 5% up to
-    # 160 on the CPU engine, experiments/batch_extrapolation.py) and contexts from
-    # short chat turns (32) to 512 (every decode point prefills B prompts of its
-    # context first, so 1024 at B = 64 alone would add minutes); a context outside is
-    # priced at the edge.
-    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    # Batches up to the engine's batch cap (``max_num_seqs``), or the largest batch
+    # its KV pool holds at the largest context when that is smaller (``within_pool``;
+    # only where ``pool_cap`` is set: explicit sizes are measured as given). A larger
+    # batch is priced along the table's last segment. Contexts from short chat turns
+    # (32) to 512 (every decode point prefills B prompts of its context first, so 1024
+    # would double the profile's time); a context outside is priced at the edge.
+    batch_sizes: tuple[int, ...] = doubling(DEFAULT_MAX_NUM_SEQS)
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    pool_cap: bool = True
     gammas: tuple[int, ...] = (0, 1, 2, 3)
     contexts: tuple[int, ...] = (32, 512)
     # The simulator prices prefill steps up to its token budget (8192) and a reload's
@@ -105,6 +117,39 @@ class ProfilePlan:
         # A ladder's longest request must fit, with a step's drafts, in max_model_len.
         room = self.max_model_len - self.gamma_max - 2
         return chains(self.batch_sizes, context, self.output_tokens, room)
+
+    def pool_tokens(self, context: int) -> int:
+        """KV tokens the largest decode window at ``context`` holds at once: each
+        request's prompt, output and a step's drafts, in whole blocks of 16 (vLLM's
+        default; a larger block only rounds each request up further)."""
+        need = 0
+        for rungs in self.decode_chains(context):
+            reqs = requests(rungs, context, self.output_tokens)
+            need = max(need, sum(-(-(p + o + self.gamma_max + 1) // 16) * 16 for p, o in reqs))
+        return need
+
+    def within_pool(self, tokens: int) -> ProfilePlan:
+        """This plan with its batch sizes cut to the largest batch that ``tokens`` KV
+        tokens hold at every context (that batch added as the last size), so that no
+        window preempts; itself where every window fits or ``pool_cap`` is off."""
+        if not self.pool_cap or self._fits(tokens):
+            return self
+        lo, hi = 1, max(self.batch_sizes)  # the largest cap that fits, by bisection
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._capped(mid)._fits(tokens):
+                lo = mid
+            else:
+                hi = mid - 1
+        return self._capped(lo)
+
+    def _fits(self, tokens: int) -> bool:
+        # An upper bound: every request of a window at its final length at once.
+        return all(self.pool_tokens(c) <= tokens for c in self.contexts)
+
+    def _capped(self, cap: int) -> ProfilePlan:
+        sizes = tuple(sorted({b for b in self.batch_sizes if b < cap} | {cap}))
+        return replace(self, batch_sizes=sizes)
 
     def prefill_prompts(self, n: int) -> list[int]:
         """Prompt lengths that make one prefill step of ``n`` tokens: a long n is split

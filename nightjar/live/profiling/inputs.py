@@ -29,6 +29,16 @@ def int_list(text: str, flag: str) -> tuple[int, ...]:
     return _numbers(text, flag, int, "integers")
 
 
+def batch_sizes(text: str | None, cap: int) -> tuple[int, ...]:
+    """``--batch-sizes`` as given, else 1, 2, 4, ... up to ``--max-num-seqs``."""
+    from nightjar.live.profiling.grid import doubling
+    from nightjar.profile.format import MAX_BATCH_SIZE
+
+    if not 1 <= cap <= MAX_BATCH_SIZE:
+        raise NightjarInputError(f"--max-num-seqs must be in 1..{MAX_BATCH_SIZE}, got {cap}")
+    return doubling(cap) if text is None else int_list(text, "--batch-sizes")
+
+
 def seconds_list(text: str, flag: str) -> tuple[float, ...]:
     """Seconds (``--wake-pauses``); '' is none."""
     return _numbers(text, flag, float, "seconds") if text.strip() else ()

@@ -66,6 +66,7 @@ from nightjar.live.profiling.session import (
     NODRAFT,
     Progress,
     Session,
+    pool_tokens,
     started_engines,
     window_count,
 )
@@ -113,16 +114,17 @@ def measure_profile(
     ``progress`` gets a line per stage; ``tick`` is called after each measured window.
     """
     say = progress or (lambda _msg: None)
-    total = window_count(plan)
     label = "measured windows"
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="nightjar-profile-") as tmp:
-        say(f"starting 2 engines (no draft; draft, every gamma interleaved) for {total} "
-            "windows")
+        say("starting 2 engines (no draft; draft, every gamma interleaved)")
         # The meter's last reading must see the engines' processes alive: once shut
         # down (and not always reaped into ours), their CPU time would read as foreign
         # (45% on a quiet machine, with the meter around the engines' teardown).
         with started_engines(plan, Path(tmp), (NODRAFT, DRAFT)) as engines, LoadMeter() as meter:
+            pool = min(pool_tokens(e) for e in engines.values())
+            plan = _within_pool(plan, pool, say)
+            total = window_count(plan)
             session = Session(plan, engines, lambda k: tick(label, k, total) if tick else None)
             estimate = _warm_and_estimate(session)
             say(f"engines up in {time.monotonic() - started:.0f} s; the grid should take about "
@@ -152,12 +154,27 @@ def measure_profile(
                 data = assemble(plan, runs)
                 bad = inversions(data)
     data["measured"]["seconds"] = round(time.monotonic() - started, 1)
+    # What bounded the decode grid's batches: the engine's cap, and its KV pool.
+    data["measured"]["batch_cap"] = {"max_num_seqs": plan.max_num_seqs, "pool_tokens": pool,
+                                     "largest_batch": max(plan.batch_sizes)}
     data["measured"]["load"] = meter.record.to_json()
     data["measured"]["cpu_binding"] = current_binding().to_json()
     # (B, context) points measured again because their cells contradicted the model.
     data["measured"]["remeasured"] = again
     say(f"  {meter.record.summary}")
     return data, bad
+
+
+def _within_pool(plan: ProfilePlan, tokens: int, say: Progress) -> ProfilePlan:
+    """``plan`` with its batches cut to what ``tokens`` KV tokens hold, said aloud."""
+    fitted = plan.within_pool(tokens)
+    largest = max(fitted.batch_sizes)
+    if fitted is not plan:
+        say(f"the KV pool holds {tokens} tokens: decode batches up to {largest} (not "
+            f"{max(plan.batch_sizes)}) at context {max(plan.contexts)}; larger ones are "
+            "priced along the table's last segment (raise --kv-cache-gb to measure them)")
+    fitted.check()
+    return fitted
 
 
 def _cells_of(found: list[Inversion]) -> list[tuple[int, float]]:

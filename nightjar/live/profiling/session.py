@@ -303,6 +303,12 @@ class Session:
         return out
 
 
+def pool_tokens(engine: Engine) -> int:
+    """KV tokens ``engine``'s pool holds (its scheduler logs the pool at start-up)."""
+    start = next(e for e in read_log(engine.log).events if e.get("event") == "start")
+    return int(start["pool_blocks"]) * int(start["engine"]["block_size"])
+
+
 def window_count(plan: ProfilePlan) -> int:
     """Measured windows of one pass of the grid over both engines (with the accept one)."""
     mixed = len(plan.mixed_batch_sizes) * len(plan.mixed_tokens)
