@@ -51,9 +51,12 @@ def add_parsers(tsub: Any) -> None:
     ls.set_defaults(trace_func=run_list)
     ex = tsub.add_parser("export", help="write a trace in another tool's format")
     ex.add_argument("trace", metavar="NAME_OR_PATH")
-    ex.add_argument("--format", choices=["vidur", "json", "parquet"], default="vidur",
-                    help="vidur: Vidur's request CSV (arrived_at,num_prefill_tokens,...);"
-                    " json / parquet: nightjar's explicit trace formats")
+    ex.add_argument("--format", choices=["vidur", "vllm-timed-trace", "json", "parquet"],
+                    default="vidur",
+                    help="vidur: Vidur's request CSV (arrived_at,num_prefill_tokens,...); "
+                    "vllm-timed-trace: JSONL for `vllm bench serve --dataset-name "
+                    "timed_trace` (the same arrival times); json / parquet: nightjar's "
+                    "explicit trace formats")
     ex.add_argument("--seed", type=int, help="override a generative trace's seed")
     ex.add_argument("--out", required=True, help="output file")
     ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -123,10 +126,18 @@ def run_export(args: argparse.Namespace) -> int:
     from nightjar.trace.tool_formats import vidur_csv
     from nightjar.trace.trace import load_trace
 
-    if args.format != "vidur":
+    if args.format not in ("vidur", "vllm-timed-trace"):
         check_format(args.format)
     out = check_out_file(args.out, args.force, inputs=[args.trace])
     trace = load_trace(args.trace, seed=args.seed)
+    if args.format == "vllm-timed-trace":
+        from nightjar.trace.vllm_timed import timed_trace_jsonl
+
+        write_out_file(out, timed_trace_jsonl(trace), Path(args.out))
+        print(f"wrote {args.out}: {len(trace)} requests; replay them with `vllm bench serve "
+              f"--dataset-name timed_trace --dataset-path {args.out} --num-prompts "
+              f"{len(trace)} --ignore-eos`")
+        return 0
     if args.format != "vidur":
         write_trace(out, Path(args.out), trace, args.format)
         print(f"wrote {args.out}: {len(trace)} requests as a {args.format} trace")

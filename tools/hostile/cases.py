@@ -138,6 +138,9 @@ def _file_args(f: Fixtures) -> list[tuple[fx.FileArg, Callable[[Path, Path], lis
          lambda p, o: ["trace", "show", str(p)]),
         (fx.FileArg("export-trace", ".json", lambda r: trace_text),
          lambda p, o: ["trace", "export", str(p), "--out", f"{o}.csv"]),
+        (fx.FileArg("export-vllm-trace", ".json", lambda r: trace_text),
+         lambda p, o: ["trace", "export", str(p), "--format", "vllm-timed-trace", "--out",
+                       f"{o}.jsonl"]),
         (azure, lambda p, o: ["trace", "import", "azure", str(p), "--out", f"{o}.json"]),
         (sharegpt, lambda p, o: ["trace", "import", "sharegpt", str(p), "--out", f"{o}.json"]),
         (vidur, lambda p, o: ["trace", "import", "vidur", str(p), "--out", f"{o}.json"]),
@@ -339,6 +342,8 @@ def out_cases(f: Fixtures) -> list[Case]:
                                        "vidur", ".csv", lambda r: fx.VIDUR), "plain")),
                                    "--out", str(o)],
         "trace-export": lambda o: ["trace", "export", str(f.trace), "--out", str(o)],
+        "trace-export-vllm": lambda o: ["trace", "export", str(f.trace), "--format",
+                                        "vllm-timed-trace", "--out", str(o)],
         "profile-roofline": lambda o: ["profile", "--roofline", "--gpu", "a100-80gb", "--model",
                                        "vicuna-13b", "--draft", "vicuna-68m", "--out", str(o)],
     }
