@@ -19,6 +19,7 @@ from nightjar.results.provenance import command_line
 # Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
     "sim", "compare", "sweep", "live", "bench", "profile", "schedule", "validate", "trace",
+    "export",
 )
 
 

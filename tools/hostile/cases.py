@@ -1005,6 +1005,20 @@ def flag_cases(f: Fixtures) -> list[Case]:
     ]:
         add("flag-profile", name, expect, ["profile", *extra], mention)
 
+    # nightjar export: a run folder as vLLM benchmark results
+    exported = str(f.out_dir("export"))
+    for name, expect, extra, mention in [
+        ("run", "ok", [str(f.run), "--out", exported + "-ok"], None),
+        ("missing-folder", "refuse", [str(f.root / "nope"), "--out", exported + "-m"], "nope"),
+        ("trace-not-folder", "refuse", [str(f.trace), "--out", exported + "-t"], None),
+        ("out-is-the-run", "refuse", [str(f.run), "--out", str(f.run), "--force"], "overlaps"),
+        ("out-inside-the-run", "refuse", [str(f.run), "--out", str(f.run / "x")], "overlaps"),
+        ("bad-format", "refuse", [str(f.run), "--format", "csv", "--out", exported + "-f"],
+         "--format"),
+        ("no-out", "refuse", [str(f.run)], "--out"),
+    ]:
+        add("flag-export", name, expect, ["export", *extra], mention)
+
     # nightjar trace gen / show / import
     out = f.out_dir("gen")
     gen = [
