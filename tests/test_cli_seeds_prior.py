@@ -45,6 +45,26 @@ def test_seeds_write_per_seed_rows_and_intervals(
     # Seeds differ: the trace's arrivals are re-drawn per seed.
     by_seed = {r["seed"]: r["throughput_tok_s"] for r in rows if r["policy"] == "nospec"}
     assert by_seed["3"] != by_seed["4"]
+    assert not (out / "report.html").exists()  # --no-report
+
+
+def test_seeds_write_a_top_level_page_with_the_intervals_and_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["sim", "--trace", "live-spec-wins", "--policy", "nospec", "--policy",
+                 "fixed:3", "--seeds", "3", "--no-oracle", "--quiet", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    page = (out / "report.html").read_text()
+    rows = {(r["policy"], r["metric"]): r for r in csv.DictReader((out / "intervals.csv").open())}
+    tput = rows[("fixed:3", "throughput_tok_s")]
+    assert f"{float(tput['mean']):.1f} ± {float(tput['hi']) - float(tput['mean']):.1f}" in page
+    # Every paired verdict the terminal printed is on the page; the first seed's report
+    # (the one written) is linked.
+    verdict = next(line for line in printed.splitlines() if line.startswith("tok/s: best mean"))
+    assert verdict.split(";")[0] in page
+    assert 'href="seed-0/report.html"' in page and (out / "seed-0" / "report.html").is_file()
+    assert "seeds 0..2" in page
 
 
 @pytest.mark.parametrize(

@@ -202,8 +202,13 @@ def _many_seeds(
     title = _title(args, plan.trace, plan.profile, f"seeds {args.seed}..{last}, mean ± 95% CI",
                    requests=f"{lo}" if lo == hi else f"{lo}-{hi}")
     console.print(interval_table(agg, title=title, caption=yardstick_caption(yards) or None))
-    for key in ("throughput_tok_s", "e2e_s_mean"):
-        for line in verdicts(rows, agg, key):
-            console.print(line)
-    for line in alternative_lines(alts, missing):
+    lines = [line for key in ("throughput_tok_s", "e2e_s_mean") for line in verdicts(rows, agg,
+                                                                                     key)]
+    lines += alternative_lines(alts, missing)
+    for line in lines:
         console.print(line, highlight=False)
+    if not args.no_report:
+        from nightjar.report.seeds_page import write_seeds_page
+
+        write_seeds_page(out / "report.html", agg, title, lines,
+                         [f"seed-{args.seed}/report.html"])
