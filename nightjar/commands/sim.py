@@ -33,8 +33,8 @@ def add_parser(sub: Any) -> None:
         "--request-rate", type=float, default=None, metavar="R",
         help="requests per second on average, as vLLM's bench spells it: the trace's"
         " arrivals scaled so that its mean rate (requests over its span) is R; instead of"
-        " --rate-scale. Unlike vLLM's bench, which draws Poisson arrivals at R, the"
-        " trace's pattern is kept (give a steady trace for Poisson arrivals)")
+        " --rate-scale; the trace's pattern is kept (with --burstiness B, arrivals drawn"
+        " as vLLM's bench draws them at R)")
     p.add_argument(
         "--seeds", type=int, default=1, metavar="N",
         help="repeat over seeds SEED..SEED+N-1 and report means with 95%% intervals",
@@ -168,6 +168,7 @@ def _many_seeds(
         verdicts,
         write_seed_files,
     )
+    from nightjar.run.prepare import arrivals
     from nightjar.trace.trace import load_trace
 
     rows = []
@@ -177,8 +178,8 @@ def _many_seeds(
     yards: dict[str, Any] = {}
     last = args.seed + args.seeds - 1
     for seed in range(args.seed, last + 1):
-        trace_s = load_trace(args.trace, seed=plan.trace.seed + seed - args.seed).rate_scaled(
-            plan.config.rate_scale)
+        trace_s = arrivals(load_trace(args.trace, seed=plan.trace.seed + seed - args.seed),
+                           plan.config, seed)
         title = _title(args, trace_s, plan.profile, f"seed {seed}")
         result_set = _simulate(args, plan, title, trace=trace_s, seed=seed)
         alts += entries(result_set)

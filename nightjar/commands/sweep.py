@@ -28,6 +28,9 @@ def add_parser(sub: Any) -> None:
                    help="trace, repeatable (default: burst)")
     p.add_argument("--rate-scale", action="append", metavar="S[,S...]",
                    help="arrival-rate multipliers, e.g. 0.5,1,2 (default 1)")
+    p.add_argument("--burstiness", action="append", metavar="B[,B...]",
+                   help="arrival gaps drawn as vLLM's bench draws them, gamma of shape B at"
+                   " each trace's mean rate (1 = Poisson; default: the trace's own times)")
     p.add_argument("--seeds", type=int, metavar="N", help="seeds 0..N-1 (default 1)")
     p.add_argument("--policy", action="append", metavar="SPEC",
                    help=f"policy spec, repeatable (default: {' '.join(_D.policies)})")
@@ -80,6 +83,8 @@ def flag_values(args: argparse.Namespace) -> dict[str, Any]:
                            "on_unfit": args.on_unfit}
     if args.rate_scale is not None:
         out["rate_scale"] = parse_numbers(args.rate_scale, "--rate-scale", float)
+    if args.burstiness is not None:
+        out["burstiness"] = parse_numbers(args.burstiness, "--burstiness", float)
     for name in ("gamma_max", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         value = getattr(args, name)
         if value is not None:

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 # ``slo_tpot_s`` are summary columns already); ``engine`` is a summary column (sim or
 # live), so the scheduling mode is recorded as ``scheduling``.
 SETTINGS = (
-    "rate_scale", "offload", "reload", "draft_kv", "acceptance", "gamma_max", "max_num_seqs",
-    "max_num_batched_tokens", "prior", "max_model_len", "on_unfit", "oracle", "alternatives",
+    "rate_scale", "burstiness", "offload", "reload", "draft_kv", "acceptance", "gamma_max",
+    "max_num_seqs", "max_num_batched_tokens", "prior", "max_model_len", "on_unfit", "oracle",
+    "alternatives",
 )
 RENAMED = {"engine": "scheduling"}
 RUN_KEYS = (

@@ -65,6 +65,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 # the whole sweep, or nothing (a cell runs one policy, so it has no oracle to add).
 # seed, rate_scale and policies are axes the grid names and orders itself.
 AXIS, SCALAR, OWN_AXIS, NOT_SWEPT = "axis", "scalar", "own axis", "not swept"
+MIN_BURSTINESS, MAX_BURSTINESS = 1e-3, 1e3
 
 
 def _flag(flag: str, help_text: str, sweep: str = AXIS) -> dict[str, str]:
@@ -83,6 +84,10 @@ class RunConfig:
     rate_scale: float = field(default=1.0, metadata=_flag(
         "--rate-scale", "multiply the trace's request rate by S: every arrival time divided by"
         " S (2 = the same requests twice as fast)", OWN_AXIS))
+    burstiness: float | None = field(default=None, metadata=_flag(
+        "--burstiness", "draw the arrivals as vLLM's bench does: gamma-distributed gaps of"
+        " shape B at the trace's mean rate (after --rate-scale), seeded by --seed; 1 ="
+        " Poisson, below 1 burstier (default: the trace's own arrival times)"))
     offload: str = field(default=DEFAULT_OFFLOAD, metadata=_flag(
         "--offload", "elastic draft memory: move the draft to host memory when its KV blocks"
         " are worth more to waiting requests than speculation buys; auto = wherever the"
@@ -165,6 +170,13 @@ class RunConfig:
         for name in ("slo_ttft", "slo_tpot"):
             number(getattr(self, name), spell(name), positive=True)
         number(self.rate_scale, spell("rate_scale"), positive=True)
+        # Past these a gamma's draws are all one value or all near zero: no arrival
+        # process, only floating-point noise.
+        if self.burstiness is not None and not (
+                MIN_BURSTINESS <= number(self.burstiness, spell("burstiness"), positive=True)
+                <= MAX_BURSTINESS):
+            raise NightjarInputError(f"{spell('burstiness')} must be in {MIN_BURSTINESS:g}.."
+                                     f"{MAX_BURSTINESS:g}, got {self.burstiness:g}")
         if not 0 <= self.seed <= MAX_SEED:
             raise NightjarInputError(f"{spell('seed')} must be in 0..{MAX_SEED}, got {self.seed}")
         if self.gamma_max < 1:

@@ -110,6 +110,15 @@ class PreparedRun(Settled):
                                movable=self.movable)
 
 
+def arrivals(trace: Trace, config: RunConfig, seed: int) -> Trace:
+    """``trace``'s requests at the times ``config`` asks: its own arrivals scaled by
+    ``rate_scale``, or with ``burstiness`` gaps drawn as vLLM's bench draws them."""
+    scaled = trace.rate_scaled(config.rate_scale)
+    if config.burstiness is None:
+        return scaled
+    return scaled.gamma_arrivals(config.burstiness, seed)
+
+
 def prepare(config: RunConfig, trace: Trace, profile: Profile, *, gamma_given: bool = True,
             spell: Callable[[str], str] = str, checked: bool = False) -> PreparedRun:
     """``trace`` and ``profile`` under ``config``, ready to simulate (the module's four
@@ -124,7 +133,7 @@ def prepare(config: RunConfig, trace: Trace, profile: Profile, *, gamma_given: b
 
     settled = settle(config, profile, gamma_given=gamma_given, spell=spell, checked=checked)
     config, knobs = settled.config, settled.knobs
-    scaled = trace.rate_scaled(config.rate_scale)
+    scaled = arrivals(trace, config, config.seed)
     specs = tuple(config.specs(profile.drafter))
     fit = None
     if not checked:

@@ -27,7 +27,7 @@ from nightjar.results.stats import mean_interval
 # Axes that tell series apart, in the order labels name them.
 SERIES_AXES = ("policy", "profile", "offload", "reload", "draft_kv", "acceptance_model",
                "gamma_max", "max_num_seqs", "max_num_batched_tokens", "engine", "prior",
-               "max_model_len")
+               "max_model_len", "burstiness")
 # (column, panel title, scale to display units, the metric's range in display units)
 Panel = tuple[str, str, float, tuple[float, float]]
 NONNEG = (0.0, math.inf)

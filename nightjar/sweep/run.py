@@ -78,7 +78,10 @@ def _check_inputs(spec: SweepSpec, traces: dict[str, str], profiles: dict[str, A
             trace = _trace(text, name, seed)
             for scale in spec.axes["rate_scale"]:
                 try:
-                    trace.rate_scaled(scale)
+                    scaled = trace.rate_scaled(scale)
+                    for shape in spec.axes["burstiness"]:
+                        if shape is not None:
+                            scaled.gamma_arrivals(shape, seed)
                 except NightjarInputError as exc:
                     raise NightjarInputError(
                         f"--rate-scale {scale:g} on trace {name}: {exc}") from None

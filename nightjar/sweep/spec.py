@@ -151,7 +151,7 @@ def _values(name: str, raw: Any, where: str) -> tuple[Any, ...]:
 
 
 def _one(name: str, kind: type, item: Any, where: str) -> Any:
-    if item is None and name == "max_model_len":
+    if item is None and name in ("max_model_len", "burstiness"):  # None: not set
         return None
     if name == "offload":
         item = offload_mode(item)

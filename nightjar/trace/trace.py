@@ -113,6 +113,26 @@ class Trace:
         span = None if self.span_s is None else self.span_s / scale
         return dataclasses.replace(self, arrival_s=self.arrival_s / scale, span_s=span)
 
+    def gamma_arrivals(self, shape: float, seed: int) -> Trace:
+        """The same requests, in order, at the trace's mean rate (``n / duration_s``,
+        what ``--request-rate`` sets) with arrival gaps drawn from a gamma distribution
+        of ``shape``, as ``vllm bench serve --burstiness`` draws them: the first request
+        at 0, 1 is Poisson, below 1 burstier, above 1 steadier."""
+        n = len(self)
+        if n < 2 or not self.duration_s > 0:
+            raise NightjarInputError(
+                f"--burstiness: trace {self.name} has no arrival rate to keep (fewer than"
+                " two requests, or all at one time)")
+        mean_gap = self.duration_s / n
+        # A generator of its own (the seed and a tag): the acceptance draws keep theirs.
+        rng = np.random.default_rng([int(seed), 0x6275727374])
+        gaps = rng.gamma(shape, mean_gap / shape, size=n - 1)
+        times = np.concatenate(([0.0], np.cumsum(gaps)))
+        if float(times[-1]) > MAX_ARRIVAL_S:
+            raise NightjarInputError(
+                f"--burstiness {shape:g} stretches trace {self.name} past {MAX_ARRIVAL_S:.0e} s")
+        return dataclasses.replace(self, arrival_s=times, span_s=None)
+
     def head(self, n: int) -> Trace:
         """The first ``n`` requests (all when there are fewer); the trace then ends at
         its last kept arrival."""

@@ -765,6 +765,8 @@ def flag_cases(f: Fixtures) -> list[Case]:
                    ("1.5", "refuse")],
         "--gamma-max": [("0", "refuse"), ("5", "ok"), ("9", "refuse"), (str(10**9), "refuse"),
                         ("-3", "refuse")],
+        "--burstiness": [("0", "refuse"), ("-1", "refuse"), ("nan", "refuse"), ("inf", "refuse"),
+                         ("x", "refuse"), ("1e-300", "refuse"), ("0.5", "ok")],
         "--max-num-seqs": [("0", "refuse"), ("-1", "refuse"), (str(2**62), "ok"),
                            (str(2**64), "either")],
         "--max-num-batched-tokens": [("0", "refuse"), ("1", "refuse"), ("6", "ok"),
