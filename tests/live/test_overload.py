@@ -36,7 +36,9 @@ from typing import Any
 import pytest
 
 from nightjar.core.records import StepRecord
+from nightjar.live.bench.limits import MAX_FOREIGN_PCT
 from nightjar.live.engine_spec import EngineSpec
+from nightjar.live.load import LoadMeter, LoadRecord
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 
@@ -64,15 +66,17 @@ def _timed(
 
 def _serve(
     make_llm: Any, run_greedy: Any, spec: EngineSpec
-) -> dict[str, list[tuple[float, float]]]:
+) -> tuple[dict[str, list[tuple[float, float]]], LoadRecord]:
     spans: dict[str, list[tuple[float, float]]] = {"overload": [], "low": []}
-    with make_llm(spec) as llm:
+    # The meter leaves before the engine shuts down (its exiting workers would read
+    # as foreign load).
+    with make_llm(spec) as llm, LoadMeter() as meter:
         run_greedy(llm, [[5, 6, 7]], [8])  # warm-up
         for r in range(REPEATS):
             # The overload first: the policy meets it before any low-load history.
             spans["overload"].append(_timed(llm, run_greedy, OVERLOAD, r))
             spans["low"].append(_timed(llm, run_greedy, LOW, 100 + r))
-    return spans
+    return spans, meter.record
 
 
 def _full_steps(log: Path, span: tuple[float, float]) -> list[StepRecord]:
@@ -101,11 +105,18 @@ def test_nightjar_plus_follows_the_overloads_trade_off_and_beats_nospec_at_low_l
     # chooses, which alone made a prefill-heavy overload ~40% dearer per prompt token
     # (docs/live.md): no choice of K can then match an engine without a draft.
     ours = LiveSettings(policy="nightjar+", gamma_max=3, draft_kv="skip", step_log=str(our_log))
-    off_spans = _serve(make_llm, run_greedy, EngineSpec(target, None, off, **BASE))
-    our_spans = _serve(make_llm, run_greedy, EngineSpec(target, draft, ours, **BASE))
+    off_spans, off_load = _serve(make_llm, run_greedy, EngineSpec(target, None, off, **BASE))
+    our_spans, our_load = _serve(make_llm, run_greedy, EngineSpec(target, draft, ours, **BASE))
     nospec = {k: [b - a for a, b in v] for k, v in off_spans.items()}
     plus = {k: [b - a for a, b in v] for k, v in our_spans.items()}
     print(f"seconds, nospec: {nospec}; nightjar+: {plus}")
+    # Two engines timed minutes apart are compared: only on a quiet machine (issue 40:
+    # beside two CPU-bound processes nightjar+'s low-load seconds read 29.9 against
+    # nospec's 25.1). Otherwise the premise is missing: skip, with the figures.
+    loud = [r for r in (off_load, our_load) if r.available and r.foreign_pct > MAX_FOREIGN_PCT]
+    if loud:
+        pytest.skip(f"the machine was not quiet ({loud[0].summary}); seconds, nospec: "
+                    f"{nospec}; nightjar+: {plus}")
     # At low load, speculation pays: better than nospec on average over the repeats
     # (one repeat each can swap on a loaded machine: 1.48/2.89 s against 2.55/3.15 s).
     assert sum(plus["low"]) < sum(nospec["low"])
