@@ -44,6 +44,7 @@ COMPILED = [
     "nightjar/policies/lag.py",
     "nightjar/policies/nightjar_plus.py",
     "nightjar/policies/step_times.py",
+    "nightjar/sim/acceptance.py",
     "nightjar/sim/batch.py",
     "nightjar/sim/bound.py",
     "nightjar/sim/chunk.py",
@@ -53,6 +54,7 @@ COMPILED = [
     "nightjar/sim/ledger.py",
     "nightjar/sim/no_draft.py",
     "nightjar/sim/price.py",
+    "nightjar/sim/waiting.py",
     "nightjar/sim/yardstick.py",
 ]
 # The setup.py commands that build (the others only want metadata).

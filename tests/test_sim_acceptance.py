@@ -58,3 +58,16 @@ def test_empty_batch() -> None:
         rng, np.zeros(0), np.zeros(0, dtype=np.int64), AcceptanceModel.GEOMETRIC, 1.0
     )
     assert out.shape == (0,)
+
+
+def test_the_engine_draws_are_the_generator_stream_step_by_step() -> None:
+    """AcceptanceDraws takes log(U) in blocks; across a block's end, each step's draws
+    are still those that ``rng.random(n)`` step by step would give."""
+    from nightjar.sim.acceptance import UNIFORM_BLOCK, AcceptanceDraws
+
+    draws = AcceptanceDraws(5, AcceptanceModel.GEOMETRIC, 1.0)
+    rng = np.random.default_rng([5, 11])
+    log_alpha = np.log(np.full(1000, 0.7))
+    for n in (1000,) * (UNIFORM_BLOCK // 1000) + (1000, 7):
+        want = np.minimum(np.log(rng.random(n)) / log_alpha[:n], 3).astype(np.int64)
+        assert np.array_equal(draws.geometric(3, log_alpha[:n]), want)

@@ -12,7 +12,6 @@ profile and (6) applies the sampled outcome when the step ends.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Generator
 from math import inf
 from typing import Any
@@ -21,7 +20,6 @@ import numpy as np
 import simpy
 
 from nightjar.core.admission import Limits, Room, admit, step_batch
-from nightjar.core.arrivals import ARRIVAL_WINDOW_S
 from nightjar.core.drafter import drafter_kind
 from nightjar.core.driver import StepDriver
 from nightjar.core.policy import Policy
@@ -30,7 +28,7 @@ from nightjar.core.types import Decision, StepContext, StepOutcome
 from nightjar.errors import NightjarInputError
 from nightjar.policies.registry import spec_needs_draft
 from nightjar.profile.profile import Profile
-from nightjar.sim.acceptance import MAX_ALPHA, MIN_ALPHA, sample_accepted
+from nightjar.sim.acceptance import MAX_ALPHA, MIN_ALPHA, AcceptanceDraws
 from nightjar.sim.batch import (
     ACCEPTED,
     BLOCKS,
@@ -43,18 +41,17 @@ from nightjar.sim.batch import (
     RunningBatch,
 )
 from nightjar.sim.draft import DRAIN_TIMEOUT_S, DraftMemory
-from nightjar.sim.knobs import AcceptanceModel, DraftKVMode, SchedulerMode, SimConfig
+from nightjar.sim.knobs import DraftKVMode, SchedulerMode, SimConfig
 from nightjar.sim.kv import BlockPool
 from nightjar.sim.ledger import Ledger
 from nightjar.sim.no_draft import NoDraft
 from nightjar.sim.price import StepPricer
+from nightjar.sim.waiting import WaitingQueue
 from nightjar.sim.yardstick import Recorder
 
 # An idle engine (requests waiting, none admissible, nothing running) looks again
 # after this much simulated time, like a server's scheduler loop polling.
 IDLE_POLL_S = 0.01
-# Uniforms the geometric acceptance draw takes from the generator at a time.
-UNIFORM_BLOCK = 1 << 15
 
 
 class SimulationStalled(NightjarInputError):
@@ -76,10 +73,10 @@ class Engine:
         self.profile = profile
         self.cfg = config
         self.block_size = profile.memory.block_size
+        self._v1 = config.engine is SchedulerMode.V1
         # A policy that never speculates is served with no draft loaded, as a real
         # server would be: the whole pool for the target and nothing to offload.
         with_draft = spec_needs_draft(getattr(policy, "name", ""))
-        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=with_draft))
         # vLLM V1 with a draft model reserves one more token of the step's input
         # budget per scheduled request, decoding or prefilling
         # (``SpeculativeConfig.max_num_new_slots_for_drafting``: 1 for draft_model):
@@ -87,69 +84,40 @@ class Engine:
         # prompt tokens. The paper's V0 engine has no such term.
         # Other drafters reserve none (nightjar.core.drafter: ``draft_slots``).
         kind = drafter_kind(profile.drafter)
-        v1 = config.engine is SchedulerMode.V1
-        self.draft_slots = kind.draft_slots if with_draft and v1 else 0
+        self.draft_slots = kind.draft_slots if with_draft and self._v1 else 0
         # A lookup drafter (n-gram, suffix) keeps no KV: nothing goes stale at gamma 0,
         # no catch-up when speculation returns, nothing to keep in sync.
         self._draft_has_kv = kind.has_kv
+        self._sync = self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SYNC
+        # What the step loop reads per request as Python values (a numpy scalar read
+        # costs ten times a list's).
+        self._prompt: list[int] = ledger.prompt.tolist()
+        self._output: list[int] = ledger.output.tolist()
+
+        # -- what is scheduled: the waiting queue, the running batch, the KV pool, the
+        # draft's memory and the policy's decision (the driver runs decide -> memory
+        # -> clamp -> observe).
+        self.queue = WaitingQueue(ledger.arrival_s.tolist(), self._prompt)
+        # Sized by what runs, not by what the cap claims: the batch grows on demand, so
+        # --max-num-seqs 10**9 costs nothing until 10**9 requests run at once.
+        self.batch = RunningBatch(min(config.max_num_seqs, 1024))
+        self.pool = BlockPool(profile.memory.kv_blocks(draft_resident=with_draft))
         self.draft: DraftMemory | NoDraft = (
             DraftMemory(env, self.pool, profile, config) if with_draft
             else NoDraft(lambda: float(env.now))
         )
-        # The per-step decide -> memory -> clamp -> observe sequence lives in the driver.
         self.driver = StepDriver(policy, self.draft.controller, profile)
-        self.rng = np.random.default_rng([config.seed, 11])
-        # Sized by what runs, not by what the cap claims: the batch grows on demand, so
-        # --max-num-seqs 10**9 costs nothing until 10**9 requests run at once.
-        self.batch = RunningBatch(min(config.max_num_seqs, 1024))
-        self.waiting: deque[int] = deque()
-        # Running sums over the waiting queue for StepContext (kept on every push and
-        # pop, so a long queue costs nothing per step): tokens to prefill, preempted.
-        self._waiting_tokens = 0
-        self._waiting_preempted = 0
-        self.next_arrival = 0
-        self.steps: list[StepRecord] = []
-        self.on_step = on_step
+        self._limits = Limits(
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            max_num_seqs=config.max_num_seqs,
+            block_size=self.block_size,
+            draft_slots=self.draft_slots,
+        )
         self.wants_requests = bool(getattr(policy, "uses_request_info", False))
         # A policy that reads nothing of its context, with no memory controller that
         # reads the batch, is told the decoding count: every count above 0 gives the
         # same step, and counting what a step admits is a pass over the queue.
         self._count_batch = not getattr(policy, "ignores_context", False) or config.offload
-        # Batch sizes and contexts outside the profile's table are priced at its edge,
-        # or past its largest batch along its last segment (Profile.clamp, shared with
-        # the policies and the memory controller), and counted
-        # (``context_clamped_steps`` in the run's summary).
-        self.context_clamped_steps = 0
-        self._draft_prefilled = False  # the draft ran over this step's prompt chunks
-        # Idle longer than this with no transfer under way means no event can ever
-        # admit the head of the queue: the longest the memory controller may hold
-        # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
-        mem = config.memory
-        self.stall_limit_s = mem.max_dwell_s + mem.reload_hold_s + DRAIN_TIMEOUT_S + 1.0
-        # What the step loop reads per request as Python values (a numpy scalar read
-        # costs ten times a list's), and what every step would otherwise recompute.
-        self._arrivals: list[float] = ledger.arrival_s.tolist()
-        self._prompt: list[int] = ledger.prompt.tolist()
-        self._output: list[int] = ledger.output.tolist()
-        # Tokens each waiting request must prefill (prompt + generated), set when it
-        # joins the queue: admission reads it lazily, request by request.
-        self._pending: list[int] = [0] * len(self._prompt)
-        self._log_alpha = np.log(np.clip(ledger.alpha, MIN_ALPHA, MAX_ALPHA))
-        self._geometric = config.acceptance_model is AcceptanceModel.GEOMETRIC
-        # GEOMETRIC: log(U) drawn ahead in blocks (_refill); the positional model draws
-        # from the generator itself, so each run uses the generator one way only.
-        self._log_u = np.zeros(0)
-        self._u_pos = 0
-        self._v1 = config.engine is SchedulerMode.V1
-        # A lookup drafter keeps nothing in sync.
-        self._sync = self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SYNC
-        self._window_start = 0  # first arrival inside the arrival-rate window
-        self._moved = False  # the last step emitted or prefilled a token
-        # When the last step that ran a request ended: the idle time before the next
-        # one is what the profile's wake table prices (before the first: inf, as live,
-        # where the engine waits idle for the run's first request).
-        self._last_end = -inf
-        self._pricer = StepPricer(profile)  # price_step, its prefill curves memoised
         # Kept as the batch changes rather than recomputed each step: the sum of the
         # decoding requests' contexts (their mean for the policy and the price), whether
         # every running request's draft lag is 0 (so a speculative step has no catch-up
@@ -158,19 +126,41 @@ class Engine:
         self._ctx_sum = 0
         self._lag_zero = True
         self._reserved_g = 0
-        self._limits = Limits(
-            max_num_batched_tokens=config.max_num_batched_tokens,
-            max_num_seqs=config.max_num_seqs,
-            block_size=self.block_size,
-            draft_slots=self.draft_slots,
-        )
-        # The run's trajectory for the regret bound (nightjar.sim.yardstick).
+        # Idle longer than this with no transfer under way means no event can ever
+        # admit the head of the queue: the longest the memory controller may hold
+        # the draft (dwell, hold, drain), plus a second. run() refuses to go on.
+        mem = config.memory
+        self.stall_limit_s = mem.max_dwell_s + mem.reload_hold_s + DRAIN_TIMEOUT_S + 1.0
+
+        # -- what is priced: the step's duration from the profile.
+        self._pricer = StepPricer(profile)  # price_step, its prefill curves memoised
+        # When the last step that ran a request ended: the idle time before the next
+        # one is what the profile's wake table prices (before the first: inf, as live,
+        # where the engine waits idle for the run's first request).
+        self._last_end = -inf
+        # Batch sizes and contexts outside the profile's table are priced at its edge,
+        # or past its largest batch along its last segment (Profile.clamp, shared with
+        # the policies and the memory controller), and counted
+        # (``context_clamped_steps`` in the run's summary).
+        self.context_clamped_steps = 0
+        self._draft_prefilled = False  # the draft ran over this step's prompt chunks
+
+        # -- what is drawn: the accepted drafts, from each request's acceptance rate.
+        self.draws = AcceptanceDraws(config.seed, config.acceptance_model,
+                                     config.positional_decay)
+        self._log_alpha = np.log(np.clip(ledger.alpha, MIN_ALPHA, MAX_ALPHA))
+
+        # -- what is recorded: the steps, and the run's trajectory for the regret
+        # bound (nightjar.sim.yardstick); per-request history is in the ledger.
+        self.steps: list[StepRecord] = []
+        self.on_step = on_step
+        self._moved = False  # the last step emitted or prefilled a token
         self.yardstick = Recorder(
             profile, config.gamma_max,
             # A lookup drafter has nothing to rebuild after gamma 0.
             skip=self._draft_has_kv and config.draft_kv_mode is DraftKVMode.SKIP,
             positional_decay=config.positional_decay,
-            positional=not self._geometric,
+            positional=not self.draws.is_geometric,
             alpha=ledger.alpha,
             no_spec=ledger.no_spec,
             max_batch=config.max_num_seqs,
@@ -178,9 +168,8 @@ class Engine:
 
     # -- the simpy process -------------------------------------------------------
     def run(self) -> Generator[simpy.Event, Any, None]:
-        arrivals, prompt, pending = self._arrivals, self._prompt, self._pending
-        waiting = self.waiting
-        n = len(arrivals)
+        queue, waiting = self.queue, self.queue.order
+        n = len(queue.arrivals)
         env, ledger, batch = self.env, self.ledger, self.batch
         idle_since: float | None = None
         # simpy.Environment keeps its clock in ``_now`` (simpy 4); without it, every
@@ -190,15 +179,9 @@ class Engine:
         )
         while ledger.finished < n:
             now = env.now
-            i = self.next_arrival
-            while i < n and arrivals[i] <= now:
-                waiting.append(i)
-                pending[i] = prompt[i]
-                self._waiting_tokens += prompt[i]
-                i += 1
-            self.next_arrival = i
+            queue.arrive(now)
             if not batch.n and not waiting:
-                yield env.timeout(arrivals[i] - now)
+                yield env.timeout(queue.next_arrival_s() - now)
                 continue
             running = batch.n
             step_time = self._step(now)
@@ -228,10 +211,10 @@ class Engine:
         """Simulated seconds an idle engine waits: to the next arrival or transfer,
         at most one poll (the memory controller's dwell is counted in time)."""
         pending = self.env.peek()  # a draft transfer's completion, if one is under way
-        n = len(self._arrivals)
-        arrival = self._arrivals[self.next_arrival] if self.next_arrival < n else inf
+        arrival = self.queue.next_arrival_s()
         if pending == inf and now - idle_since > self.stall_limit_s:
-            head = self.waiting[0] if self.waiting else -1
+            waiting = self.queue.order
+            head = waiting[0] if waiting else -1
             tokens = int(self.ledger.prompt[head] + self.ledger.generated[head]) if head >= 0 else 0
             raise SimulationStalled(
                 f"simulation stalled at {now:.3f} s: request {head} ({tokens} tokens) waits "
@@ -256,13 +239,13 @@ class Engine:
             ids = rid.tolist()
             true_acc = self.ledger.alpha[rid].tolist()
             est = ((state[ACCEPTED, :n] + 1.0) / (state[DRAFTED, :n] + 2.0)).tolist()
-        pool = self.pool
+        pool, queue = self.pool, self.queue
         # Positional, in the field order (keywords cost a third of building it; a
         # test checks the order: tests/test_sim_engine.py).
         return StepContext(
             now,  # now
             n if batch is None else batch,  # batch_size
-            len(self.waiting),  # num_waiting
+            len(queue.order),  # num_waiting
             pool.free,  # kv_free_blocks
             pool.total - pool.reclaim_pending,  # kv_total_blocks
             self.draft.resident,  # draft_resident
@@ -270,11 +253,11 @@ class Engine:
             mean_ctx,  # mean_context_len
             ids,  # request_ids
             est,  # acceptance_estimates
-            self._arrival_rate(now),  # arrival_rate_rps
+            queue.rate_rps,  # arrival_rate_rps (as of the arrivals at ``now``)
             true_acc,  # true_acceptance
             max_ctx,  # max_context_len
-            self._waiting_preempted,  # num_preempted_waiting
-            self._waiting_tokens,  # waiting_tokens
+            queue.preempted,  # num_preempted_waiting
+            queue.tokens,  # waiting_tokens
             self.block_size,  # kv_block_size
             self.cfg.max_num_seqs,  # max_num_seqs
             # (only the memory controller reads it: a sum over the prefilling rows)
@@ -282,21 +265,9 @@ class Engine:
             if self.cfg.offload and self.batch.n > n else 0,
         )
 
-    def _arrival_rate(self, now: float) -> float:
-        """Arrivals in the last window over the window (``nightjar.core.arrivals``).
-
-        The window's start only moves forward (time does), so it is a pointer
-        advanced past the arrivals at or before ``now - window``."""
-        edge = now - ARRIVAL_WINDOW_S
-        arrivals, since, upto = self._arrivals, self._window_start, self.next_arrival
-        while since < upto and arrivals[since] <= edge:
-            since += 1
-        self._window_start = since
-        return (upto - since) / ARRIVAL_WINDOW_S
-
     def _step(self, now: float) -> float:
         """Schedule, price, apply and record one step; returns its duration."""
-        if not self._v1 and self.waiting:
+        if not self._v1 and self.queue.order:
             step_s = self._prefill_only(now)
             if step_s is not None:
                 return step_s
@@ -323,7 +294,7 @@ class Engine:
                 chunks = self._continue_prefill(n, budget)
             # Admission only once every partial prefill got its chunk (vLLM serves
             # the running queue before the waiting one).
-            if not preempted and len(chunks) == b.n - n and self.waiting:
+            if not preempted and len(chunks) == b.n - n and self.queue.order:
                 left = budget - sum(chunks) - slots * len(chunks)
                 chunks += self._admit(left, extra=slots)
         # The K the draft proposes for this step's prompts: g_max, except in a V1
@@ -361,10 +332,10 @@ class Engine:
         if not self._v1 or (not n and self.cfg.offload):
             return n
         b = self.batch
-        if not self.waiting and n:  # nothing to admit: every running request (cheap path)
+        if not self.queue.order and n:  # nothing to admit: every running request (cheap)
             return b.n
         prefilling = b.state[TODO, n : b.n].tolist()
-        pending = map(self._pending.__getitem__, self.waiting)
+        pending = self.queue.pending_tokens()
         return step_batch(prefilling, pending, self.pool.free, self._limits, decodes=n)
 
     def _prefill_only(self, now: float) -> float | None:
@@ -462,7 +433,7 @@ class Engine:
         # A prefill-only step verifies nothing; its row keeps the K its draft proposed
         # for the prompts (gamma statistics skip such steps: nightjar.results.metrics).
         self.steps.append(StepRecord(
-            now, step_s, n, len(self.waiting), g_max if n else prompt_gamma, prefill,
+            now, step_s, n, len(self.queue.order), g_max if n else prompt_gamma, prefill,
             drafted, accepted, emitted,
             pool.used, pool.total - pool.reclaim_pending, self.draft.state_name, switch_s,
             clamped, mean_ctx,
@@ -502,36 +473,12 @@ class Engine:
                 self._lag_zero = False
 
     def _accept(self, n: int, gam: int | np.ndarray) -> np.ndarray:
-        """Accepted drafts of the ``n`` decoding requests (``sample_accepted``'s draw).
-
-        GEOMETRIC inline: ``min(ln U / ln a, gamma)`` truncated, with ``ln a`` kept per
-        running request; truncating after the cap equals the floor before it (the
-        ratio is >= 0, and an infinite one is capped first)."""
-        if self._geometric:
-            pos = self._u_pos
-            if pos + n > self._log_u.shape[0]:
-                self._refill(n)
-                pos = 0
-            self._u_pos = pos + n
-            u = self._log_u[pos : pos + n] / self.batch.log_alpha[:n]
-            acc: np.ndarray = np.minimum(u, gam).astype(np.int64)
-            return acc
-        gammas = np.full(n, gam, dtype=np.int64) if isinstance(gam, int) else gam
-        alpha = self.ledger.alpha[self.batch.state[RID, :n]]
-        return sample_accepted(
-            self.rng, alpha, gammas, self.cfg.acceptance_model, self.cfg.positional_decay
-        )
-
-    def _refill(self, n: int) -> None:
-        """The next ``UNIFORM_BLOCK`` (at least ``n``) uniforms, logged, after what is left.
-
-        One draw of many doubles is the same stream as many draws of a few (each
-        double takes the generator's next 64 bits), and the log is elementwise, so the
-        acceptance draws are those of ``rng.random(n)`` step by step."""
-        rest = self._log_u[self._u_pos :]
-        fresh = np.log(self.rng.random(max(UNIFORM_BLOCK, n)))
-        self._log_u = np.concatenate((rest, fresh)) if rest.size else fresh
-        self._u_pos = 0
+        """Accepted drafts of the ``n`` decoding requests, drawn by the run's
+        :class:`AcceptanceDraws` (``log(alpha)`` kept per running request)."""
+        draws = self.draws
+        if draws.is_geometric:
+            return draws.geometric(gam, self.batch.log_alpha[:n])
+        return draws.positional(gam, self.ledger.alpha[self.batch.state[RID, :n]])
 
     def _prefilled(self, start: int, chunks: list[int], end: float, *, decode_step: bool
                    ) -> None:
@@ -712,11 +659,7 @@ class Engine:
         led.generated[rid] = generated
         led.drafted[rid] = col[DRAFTED]
         led.accepted[rid] = col[ACCEPTED]
-        self.waiting.appendleft(rid)
-        tokens = self._prompt[rid] + generated
-        self._pending[rid] = tokens
-        self._waiting_tokens += tokens
-        self._waiting_preempted += 1
+        self.queue.requeue(rid, self._prompt[rid] + generated)
         return True
 
     def _continue_prefill(self, n: int, budget: int) -> list[int]:
@@ -755,18 +698,16 @@ class Engine:
         if seats <= 0 or free <= 0 or extra >= budget:
             return []  # what admit() would find at its first request, without asking
         room = Room(tokens=budget, blocks=free, seats=seats, block_size=bs, slot_tokens=extra)
-        chunks = admit(map(self._pending.__getitem__, self.waiting), room, whole=whole)
+        queue = self.queue
+        chunks = admit(queue.pending_tokens(), room, whole=whole)
         if not chunks:
             return chunks
         led, prompt, output = self.ledger, self._prompt, self._output
-        popleft, log_alpha = self.waiting.popleft, self._log_alpha
+        pop, pending, log_alpha = queue.pop, queue.pending, self._log_alpha
         taken = 0
         for chunk in chunks:
-            rid = popleft()
-            tokens = self._pending[rid]
-            self._waiting_tokens -= tokens
-            if led.preemptions[rid]:
-                self._waiting_preempted -= 1
+            rid = pop()
+            tokens = pending[rid]
             blocks = (chunk + bs) // bs  # ceil((chunk + 1) / bs)
             taken += blocks
             # NEG_LEFT = generated - output, generated being what the recompute
