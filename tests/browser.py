@@ -78,12 +78,16 @@ class _SvgInFigures(HTMLParser):
             self.stack.pop()
 
 
-def load(page: Path, width: int = 1280, budget_ms: int = 15000) -> Loaded:
+def load(page: Path, width: int = 1280, budget_ms: int = 15000, after_load: str = "") -> Loaded:
+    """``after_load``: JavaScript run once the page has loaded (a person's clicks)."""
     source = page.read_text(encoding="utf-8")
     ids = set(GRAPH_ID.findall(source))
+    act = (f"<script>window.addEventListener('load',function(){{{after_load}}});</script>"
+           if after_load else "")
     with tempfile.TemporaryDirectory() as tmp:
         probed = Path(tmp) / "page.html"
-        probed.write_text(source.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+        probed.write_text(source.replace("<head>", "<head>" + PROBE + act, 1),
+                          encoding="utf-8")
         cmd = [
             chromium(), "--headless", "--no-sandbox", "--disable-gpu",
             f"--user-data-dir={tmp}/profile", "--enable-logging=stderr", "--v=0",

@@ -311,3 +311,44 @@ def test_write_all_adds_report(tmp_path: Path) -> None:
     paths = write_all(ResultSet.build([run], title="demo"), tmp_path / "out", report=True)
     assert paths[-1] == tmp_path / "out" / "report.html"
     assert "nightjar" in paths[-1].read_text()
+
+
+def test_the_summary_table_sorts_and_marks_each_ranked_columns_best() -> None:
+    from html.parser import HTMLParser
+
+    from nightjar.report.colors import policy_colors
+    from nightjar.report.html_table import HEAD, summary_html
+
+    results = twelve(600, 120)
+    runs = list(results.runs)
+    html_text = summary_html(runs, policy_colors([r.policy for r in runs]))
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[dict[str, str | None]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "tr":
+                self.rows.append([])
+            elif tag == "td":
+                self.rows[-1].append(dict(attrs))
+
+    parsed = Cells()
+    parsed.feed(html_text)
+    body = [row for row in parsed.rows if row]
+    assert len(body) == len(results.runs)
+    e2e = [h for h, _ in HEAD].index("E2E s|mean/p99")
+    tput = [h for h, _ in HEAD].index("tok/s")
+    means = [r.summary.e2e_s.mean for r in results.runs]
+    # Each cell carries the value it sorts by; the least mean E2E is marked, and only it.
+    assert [float(str(row[e2e]["data-v"])) for row in body] == means
+    bold = [i for i, row in enumerate(body) if row[e2e].get("class") == "best"]
+    assert bold == [means.index(min(means))]
+    tputs = [r.summary.throughput_tok_s for r in results.runs]
+    bold = [i for i, row in enumerate(body) if row[tput].get("class") == "best"]
+    assert bold == [tputs.index(max(tputs))]
+    # A column that describes rather than ranks (mean gamma) marks nothing.
+    gamma = [h for h, _ in HEAD].index("mean|gamma")
+    assert not [row for row in body if row[gamma].get("class") == "best"]
+    assert "addEventListener('click'" in html_text

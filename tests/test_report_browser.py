@@ -32,6 +32,20 @@ def test_report_renders_every_figure_without_errors_at_1280(report: Path) -> Non
     assert page.scroll_width is not None and page.scroll_width <= 1280
 
 
+def test_a_click_on_a_column_head_sorts_the_summary(report: Path) -> None:
+    # Click mean E2E's head once (ascending), and throughput's twice (descending).
+    heads = "var h=document.querySelectorAll('table.summary th');"
+    for column, clicks_js, descending in ((5, "h[5].click();", False),
+                                          (2, "h[2].click();h[2].click();", True)):
+        page = load(report, width=1280, after_load=heads + clicks_js)
+        assert page.console == []
+        table = page.dom[page.dom.index("<table class=\"summary\""):]
+        table = table[: table.index("</table>")]
+        rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
+        values = [float(re.findall(r'data-v="([^"]*)"', row)[column]) for row in rows]
+        assert len(values) == 12 and values == sorted(values, reverse=descending), values
+
+
 def test_a_figure_that_does_not_draw_fails_the_check(report: Path, tmp_path: Path) -> None:
     # The check must be able to fail: break one figure's plot call and look again.
     broken = tmp_path / "broken.html"

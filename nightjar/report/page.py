@@ -59,7 +59,10 @@ CSS = (
     "table.summary{border-collapse:collapse;font-size:12px;width:100%}"
     "table.summary td,table.summary th{padding:3px 6px;border-bottom:1px solid #e4e4e4;"
     "text-align:right;white-space:nowrap}"
-    "table.summary th{font-weight:600;border-bottom:2px solid #bbb;cursor:help}"
+    "table.summary th{font-weight:600;border-bottom:2px solid #bbb;cursor:pointer}"
+    "table.summary th[data-dir=up]::after{content:' \\25B2'}"
+    "table.summary th[data-dir=down]::after{content:' \\25BC'}"
+    "table.summary td.best{background:#dff0d8}"
     "table.summary td.name,table.summary th:first-child{text-align:left}"
     "table.summary td.name{white-space:normal;overflow-wrap:anywhere;max-width:220px}"
     ".sw{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
@@ -108,7 +111,7 @@ def build_page(results: ResultSet, *, cdn: bool = False) -> str:
         summary_html(runs, colors),
         f"<p class='note'>Goodput counts finished requests with {html.escape(slo_text(slo))}"
         " (the SLO). Latencies are over finished requests. Hover a column head for its"
-        " meaning.</p>",
+        " meaning, click it to sort; shading marks each ranked column's best value.</p>",
         *_decision(runs, series, colors, span, gamma_max, batch_top),
         "<h2>Comparison</h2>",
         _div(bars_figure(runs, colors, slo)),

@@ -7,7 +7,14 @@ import time
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 _SHOW_AFTER_S = 1.0
 
@@ -60,6 +67,7 @@ class LazyProgress:
                 BarColumn(),
                 TextColumn("{task.percentage:>3.0f}%"),
                 TimeElapsedColumn(),
+                TimeRemainingColumn(),  # the ETA, from the rate so far
                 transient=True,
             )
             self._bar.start()
