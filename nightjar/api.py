@@ -415,6 +415,7 @@ def run_sweep(
     ``offload``, ``reload``, ``gamma_max``, ``max_num_seqs``, ``slo_ttft``, ...)."""
     from nightjar.checks import boolean, integer
     from nightjar.reading import as_path
+    from nightjar.results.provenance import api_call_site
     from nightjar.sweep.run import run_sweep as run
     from nightjar.sweep.spec import build_spec
 
@@ -424,4 +425,5 @@ def run_sweep(
     if ray is not None and not isinstance(ray, str):
         raise NightjarInputError(f"ray must be auto, local or HOST:PORT, got {_short(ray)}")
     spec = build_spec(grid, source="run_sweep")
-    return run(spec, path, jobs=jobs, ray=ray, force=force, report=report).frame
+    return run(spec, path, jobs=jobs, ray=ray, force=force, report=report,
+               command=api_call_site("nightjar.run_sweep")).frame

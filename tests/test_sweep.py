@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import signal
 import subprocess
 import sys
@@ -71,6 +72,12 @@ def test_issue_sweep_writes_table_and_report_then_resumes_without_work(tmp_path:
     assert sorted(set(table["rate_scale"])) == [0.5, 1.0, 2.0]
     assert sorted(set(table["seed"])) == [0, 1, 2]
     assert list(dict.fromkeys(table["policy"])) == ["nospec", "fixed:3", "nightjar+"]
+    # Each cell says what it was beyond its parameters: its inputs by hash, the
+    # acceptance it assumed, the build, and the sweep's command (a worker's is not it).
+    assert table["command"].unique().tolist() == [shlex.join(["nightjar", *args])]
+    assert table["trace_requests"].min() > 0 and table["nightjar_version"].notna().all()
+    assert table["profile_sha256"].nunique() == 1 and table["trace_sha256"].nunique() == 9
+    assert table["acceptance_source"].str.contains("alpaca").all()
     # A rate scale of 2 is twice the offered load of 1 (same requests, half the span).
     by_scale = table.groupby("rate_scale")["rate_rps"].mean()
     assert by_scale[2.0] == pytest.approx(2 * by_scale[1.0])

@@ -137,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             outcome = run_sweep(spec, out, jobs=args.jobs, ray=args.ray, force=args.force,
                                 config=args.config, report=not args.no_report,
-                                on_cell=on_cell, on_plan=on_plan)
+                                on_cell=on_cell, on_plan=on_plan,
+                                command=getattr(args, "invocation", None))
         except KeyboardInterrupt:
             if (out / "cells").is_dir():
                 saved = len(list((out / "cells").glob("*.json")))

@@ -56,10 +56,10 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return shlex.join(["nightjar", *args])
 
 
-def api_call_site() -> str:
-    """What ran an API call: the Python program and its arguments (a notebook's kernel
-    shows as its launcher)."""
-    return "python " + shlex.join(sys.argv) + " (nightjar.simulate)"
+def api_call_site(function: str = "nightjar.simulate") -> str:
+    """What ran an API call of ``function``: the Python program and its arguments (a
+    notebook's kernel shows as its launcher)."""
+    return "python " + shlex.join(sys.argv) + f" ({function})"
 
 
 def version() -> str:

@@ -139,7 +139,8 @@ def run_ray(tasks: Sequence[CellTask], address: str, jobs: int | None, done: Don
         return refs[text]
 
     pending = {
-        remote.remote(t.cell, t.key, ref(t.trace_text), ref(t.profile_text)): t for t in tasks
+        remote.remote(t.cell, t.key, ref(t.trace_text), ref(t.profile_text), t.command): t
+        for t in tasks
     }
     try:
         while pending:
@@ -163,9 +164,9 @@ def _get(ray: Any, ref: Any) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _run_remote(
-    cell: Any, key: str, trace_text: str, profile_text: str
+    cell: Any, key: str, trace_text: str, profile_text: str, command: str
 ) -> tuple[dict[str, Any] | None, str | None]:
-    return attempt(CellTask(cell, key, trace_text, profile_text))
+    return attempt(CellTask(cell, key, trace_text, profile_text, command))
 
 
 def run_tasks(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
+from nightjar.results.provenance import RUN_KEYS
 from nightjar.run.config import AXIS, SCALAR, RunConfig
 
 # Part of every cell's identity: a new release may give new numbers.
@@ -94,12 +95,14 @@ def digest(text: str) -> str:
 
 @dataclass(frozen=True)
 class CellTask:
-    """What a worker needs: the cell, its key, and its inputs' texts."""
+    """What a worker needs: the cell, its key, its inputs' texts, and the command that
+    asked for it (recorded in its row; not part of its identity)."""
 
     cell: Cell
     key: str
     trace_text: str
     profile_text: str
+    command: str = ""
 
 
 def _trace(text: str, label: str, seed_offset: int) -> Any:
@@ -148,6 +151,13 @@ def run_cell(task: CellTask) -> dict[str, Any]:
         row[key if key not in row else f"summary_{key}"] = value
     # Every cell computes its own bound (nightjar.sim.yardstick): regret needs no oracle.
     row["regret_bound_pct"] = bound_regret_pct(result)
+    # What the cell was beyond its parameters (nightjar.results.provenance): its inputs
+    # by hash, the acceptance it assumed, the build that computed it, and the command
+    # (the sweep's, not a Ray worker's).
+    for key in RUN_KEYS:
+        row[key] = result.provenance.get(key)
+    if task.command:
+        row["command"] = task.command
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in row.items()}
 

@@ -22,6 +22,7 @@ from nightjar.errors import NightjarInputError
 from nightjar.results.alternatives import add_to_rows
 from nightjar.results.lock import holding
 from nightjar.results.outdir import check_out_dir
+from nightjar.results.provenance import command_line
 from nightjar.sweep.backends import run_tasks
 from nightjar.sweep.cell import Cell, CellTask, digest
 from nightjar.sweep.spec import SweepSpec
@@ -131,9 +132,11 @@ def _check_cells(spec: SweepSpec, profiles: dict[str, Any]) -> None:
 PLAN_EVERY = 2000
 
 
-def plan(spec: SweepSpec, progress: Callable[[int, int], None] | None = None) -> list[CellTask]:
+def plan(spec: SweepSpec, progress: Callable[[int, int], None] | None = None,
+         command: str = "") -> list[CellTask]:
     """Every cell of the grid with its key and input texts (validating all inputs);
-    ``progress(planned, total)`` follows a large grid's planning."""
+    ``progress(planned, total)`` follows a large grid's planning; ``command``: what
+    each cell's row records as the command that computed it."""
     from nightjar.policies.registry import expand_specs
     from nightjar.profile.profile import load_profile
     from nightjar.sweep.spec import with_axis
@@ -150,7 +153,7 @@ def plan(spec: SweepSpec, progress: Callable[[int, int], None] | None = None) ->
     for cell in spec.cells():
         trace_text, profile_text = traces[cell.trace], profile_texts[cell.profile]
         key = cell.key(digests[trace_text], digests[profile_text])
-        tasks.append(CellTask(cell, key, trace_text, profile_text))
+        tasks.append(CellTask(cell, key, trace_text, profile_text, command))
         if progress is not None and len(tasks) % PLAN_EVERY == 0:
             progress(len(tasks), total)
     return tasks
@@ -174,10 +177,12 @@ def run_sweep(
     report: bool = True,
     on_cell: Callable[[int, int], None] | None = None,
     on_plan: Callable[[int, int], None] | None = None,
+    command: str | None = None,
 ) -> SweepOutcome:
     """Run (or resume) ``spec`` into ``out``; ``on_cell(done, total)`` follows progress,
-    ``on_plan(planned, total)`` the planning of a large grid before it."""
-    tasks = plan(spec, on_plan)
+    ``on_plan(planned, total)`` the planning of a large grid before it; ``command`` is
+    what the computed cells record as their command (default: this process's)."""
+    tasks = plan(spec, on_plan, command if command is not None else command_line())
     shown = Path(out)
     with holding(check_out_dir(shown, force=True), shown):
         return _run_locked(spec, tasks, shown, jobs=jobs, ray=ray, force=force, config=config,
