@@ -121,7 +121,13 @@ def _replay_all(options: LiveOptions, checked: CheckedRun, slo: Slo, command: st
     from nightjar.trace.trace import load_trace
 
     engine, specs = checked.engine, checked.specs
-    trace = load_trace(str(options.trace)).rate_scaled(checked.rate_scale)
+    trace = load_trace(str(options.trace))
+    if options.request_rate is not None:  # the rate scale it stands for is recorded
+        checked = dataclasses.replace(checked,
+                                      rate_scale=trace.scale_for_rate(options.request_rate))
+    trace = trace.rate_scaled(checked.rate_scale)
+    if options.burstiness is not None:  # as nightjar sim draws them (run.prepare.arrivals)
+        trace = trace.gamma_arrivals(options.burstiness, options.seed)
     if options.max_requests is not None:
         trace = first_requests(trace, options.max_requests)
     check_token_ids(trace, engine.vocab, str(options.trace))
@@ -198,7 +204,8 @@ def _provenance(options: LiveOptions, checked: CheckedRun, trace: Any,
     engine, base = checked.engine, checked.base
     sizes = engine.sizes
     return of_live_run({
-        "rate_scale": checked.rate_scale, "offload": "on" if base.memory is not None else "off",
+        "rate_scale": checked.rate_scale, "burstiness": options.burstiness,
+        "offload": "on" if base.memory is not None else "off",
         "reload": base.reload, "draft_kv": base.draft_kv, "gamma_max": engine.gamma_max,
         "max_num_seqs": sizes.max_num_seqs, "max_num_batched_tokens": sizes.max_num_batched_tokens,
         "max_model_len": sizes.max_model_len, "model": engine.target, "drafter": engine.method,

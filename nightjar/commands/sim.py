@@ -94,20 +94,9 @@ def _plan(args: argparse.Namespace) -> PreparedRun:
 
 def rate_scale_for(trace: Trace, request_rate: float, rate_scale: float) -> float:
     """The rate scale that gives ``trace`` a mean rate of ``request_rate`` req/s."""
-    import math
-
     if rate_scale != 1.0:
         raise NightjarInputError("give --request-rate or --rate-scale, not both")
-    if not (math.isfinite(request_rate) and request_rate > 0):
-        raise NightjarInputError(
-            f"--request-rate must be a finite number of requests per second > 0, got"
-            f" {request_rate:g}")
-    span = trace.duration_s
-    if not span > 0:
-        raise NightjarInputError(
-            f"--request-rate: trace {trace.name} spans no time (every request arrives at"
-            " once), so it has no rate to scale; use --rate-scale")
-    return request_rate / (len(trace) / span)
+    return trace.scale_for_rate(request_rate)
 
 
 def _simulate(args: argparse.Namespace, plan: PreparedRun, title: str, *,

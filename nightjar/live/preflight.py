@@ -42,6 +42,7 @@ def check_numbers(options: LiveOptions) -> float:
         if value < 1:
             raise NightjarInputError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     rate_scale = rate_scale_of(options.rate_scale, options.time_scale)
+    check_arrival_flags(options)
     if options.tensor_parallel_size < 1:
         raise NightjarInputError(
             f"--tensor-parallel-size must be >= 1, got {options.tensor_parallel_size}"
@@ -49,6 +50,26 @@ def check_numbers(options: LiveOptions) -> float:
     if options.ballast_blocks is not None and options.ballast_blocks < 0:
         raise NightjarInputError(f"--ballast-blocks must be >= 0, got {options.ballast_blocks}")
     return rate_scale
+
+
+def check_arrival_flags(options: LiveOptions) -> None:
+    """``--request-rate`` alone or with ``--burstiness``, each in range (the trace's own
+    rate is read when it is loaded, before the engine starts)."""
+    import math
+
+    from nightjar.run.config import MAX_BURSTINESS, MIN_BURSTINESS
+
+    rate = options.request_rate
+    if rate is not None:
+        if options.rate_scale is not None or options.time_scale is not None:
+            raise NightjarInputError("give --request-rate or --rate-scale, not both")
+        if not (math.isfinite(rate) and rate > 0):
+            raise NightjarInputError(
+                f"--request-rate must be a finite number of requests per second > 0, got {rate:g}")
+    b = options.burstiness
+    if b is not None and not (math.isfinite(b) and MIN_BURSTINESS <= b <= MAX_BURSTINESS):
+        raise NightjarInputError(
+            f"--burstiness must be in {MIN_BURSTINESS:g}..{MAX_BURSTINESS:g}, got {b:g}")
 
 
 def preflight(options: LiveOptions, roofline_prior: RooflinePrior) -> CheckedRun:

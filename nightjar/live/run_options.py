@@ -204,6 +204,15 @@ class LiveOptions:
         "--rate-scale", "multiply the trace's request rate by S: arrival times divided by S (10"
         " replays ten times faster; default 1), as nightjar sim and sweep", default=None,
         metavar="S")
+    request_rate: float | None = option(
+        "--request-rate", "requests per second on average, as vLLM's bench spells it: the "
+        "trace's arrivals scaled so that its mean rate is R; instead of --rate-scale, as in "
+        "nightjar sim", default=None, metavar="R")
+    burstiness: float | None = option(
+        "--burstiness", "draw the arrivals as vLLM's bench does: gamma-distributed gaps of "
+        "shape B at the trace's mean rate, seeded by --seed; 1 = Poisson, below 1 burstier "
+        "(default: the trace's own arrival times), as in nightjar sim", default=None,
+        metavar="B")
     time_scale: float | None = option(
         "--time-scale", "deprecated: multiply arrival times by T, the same as --rate-scale 1/T",
         default=None)

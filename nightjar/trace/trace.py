@@ -113,6 +113,22 @@ class Trace:
         span = None if self.span_s is None else self.span_s / scale
         return dataclasses.replace(self, arrival_s=self.arrival_s / scale, span_s=span)
 
+    def scale_for_rate(self, request_rate: float) -> float:
+        """The rate scale that gives this trace a mean rate (requests over its span) of
+        ``request_rate`` req/s (``--request-rate``)."""
+        if isinstance(request_rate, bool) or not isinstance(request_rate, int | float) or not (
+            math.isfinite(request_rate) and request_rate > 0
+        ):
+            raise NightjarInputError(
+                f"--request-rate must be a finite number of requests per second > 0, got"
+                f" {request_rate!r}")
+        span = self.duration_s
+        if not span > 0:
+            raise NightjarInputError(
+                f"--request-rate: trace {self.name} spans no time (every request arrives at"
+                " once), so it has no rate to scale; use --rate-scale")
+        return float(request_rate) / (len(self) / span)
+
     def gamma_arrivals(self, shape: float, seed: int) -> Trace:
         """The same requests, in order, at the trace's mean rate (``n / duration_s``,
         what ``--request-rate`` sets) with arrival gaps drawn from a gamma distribution

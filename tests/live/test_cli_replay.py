@@ -146,3 +146,29 @@ def _times_scaled(doc: dict[str, Any], factor: float) -> dict[str, Any]:
             scaled[table] = [[v * factor if i in columns else v for i, v in enumerate(row)]
                              for row in doc[table]]
     return scaled
+
+
+def test_request_rate_and_burstiness_draw_the_arrivals_sim_draws(
+    tiny: Any, make_llm: Any, tmp_path: Path
+) -> None:
+    """--request-rate R --burstiness B replay the trace at the arrivals nightjar sim
+    draws for the same flags and seed, and the run records the rate scale and B."""
+    from nightjar.trace.trace import load_trace
+
+    trace = tmp_path / "t.json"
+    reqs = [{"arrival_s": 1.0 * i, "prompt_tokens": 12, "output_tokens": 6} for i in range(5)]
+    trace.write_text(json.dumps({"format_version": 1, "name": "t", "requests": reqs}))
+    out = tmp_path / "out"
+    code = cli.main(["live", "--model", str(tiny.target), "--trace", str(trace), "--policy",
+                     "nospec", "--request-rate", "8", "--burstiness", "0.5", "--seed", "3",
+                     "--max-model-len", "128", "--kv-cache-gb", "0.05", "--out", str(out),
+                     "--no-report"])
+    assert code == 0
+    loaded = load_trace(str(trace))
+    scale = loaded.scale_for_rate(8.0)  # 5 requests over 4 s: 1.25 req/s
+    assert scale == pytest.approx(8.0 / 1.25)
+    want = loaded.rate_scaled(scale).gamma_arrivals(0.5, 3).arrival_s
+    got = pd.read_csv(out / "nospec" / "requests.csv").sort_values("arrival_s")["arrival_s"]
+    assert np.allclose(got.to_numpy(), want)
+    summary = json.loads((out / "nospec" / "summary.json").read_text())
+    assert summary["rate_scale"] == pytest.approx(scale) and summary["burstiness"] == 0.5
