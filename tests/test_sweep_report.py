@@ -52,6 +52,22 @@ def test_bands_are_filled_areas_within_range_in_policy_colours() -> None:
     assert len(plus) == 2 and len({c for c, _ in plus}) == 1
 
 
+def test_a_sweep_at_one_rate_draws_bars_with_intervals_not_lone_dots() -> None:
+    data = frame()
+    one = data[data["rate_scale"] == 1.0]
+    fig = curves_figure(one, ATTAINMENT + LATENCY[:1], "t")
+    assert {t.type for t in fig.data} == {"bar"} and len(fig.data) == 2
+    attainment = fig.data[0]
+    assert list(attainment.x) == ["nospec · offload=off", "nightjar+ · offload=off",
+                                  "nightjar+ · offload=on"]
+    colors = policy_colors(["nospec", "nightjar+"])
+    assert list(attainment.marker.color) == [colors["nospec"], *[colors["nightjar+"]] * 2]
+    # The error bar is the 95% interval clipped to 0..100%: its top is 100 exactly.
+    means = np.asarray(attainment.y)
+    assert np.allclose(means + np.asarray(attainment.error_y.array), 100.0)
+    assert "one rate: 2 req/s" in fig.layout.title.text
+
+
 @pytest.fixture(scope="module")
 def sweep_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sweep")

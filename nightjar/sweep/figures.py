@@ -118,7 +118,8 @@ def curves_figure(
     title: str,
     trace: str | None = None,
 ) -> go.Figure:
-    """One panel per metric, one line per series, x = offered rate (req/s)."""
+    """One panel per metric, one line per series, x = offered rate (req/s); at a single
+    rate (a sweep over other axes only), one bar per series with its 95% interval."""
     if trace is not None:
         frame = frame[frame["trace"] == trace]
     agg = aggregate(frame, [p[0] for p in panels])
@@ -126,6 +127,9 @@ def curves_figure(
     cols = min(len(panels), 2)
     rows = math.ceil(len(panels) / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[1] for p in panels])
+    if agg["rate_scale"].nunique() == 1:
+        rate = float(agg["rate_rps"].mean())
+        return _bars(fig, agg, panels, styles, f"{title} (one rate: {rate:.3g} req/s)", rows)
     for series in dict.fromkeys(agg["series"]):
         color, dash = styles[series]
         part = agg[agg["series"] == series]
@@ -151,6 +155,32 @@ def curves_figure(
                 fig.update_yaxes(range=[-2, 102], row=r, col=c)
             else:
                 fig.update_yaxes(rangemode="tozero", row=r, col=c)
+    fig.update_layout(title=title, template="plotly_white", height=330 * rows + 80,
+                      width=1000, margin={"t": 80})
+    return fig
+
+
+def _bars(fig: go.Figure, agg: pd.DataFrame, panels: Sequence[Panel],
+          styles: dict[str, tuple[str, str]], title: str, rows: int) -> go.Figure:
+    """Each series one bar per panel, in its policy's colour, with its 95% interval
+    (clipped to the metric's range) as an error bar: a line through one point per
+    series would be a row of lone dots."""
+    cols = min(len(panels), 2)
+    names = agg["series"].tolist()
+    colors = [styles[name][0] for name in names]
+    for j, (col, _, scale, bounds) in enumerate(panels):
+        r, c = j // cols + 1, j % cols + 1
+        mean = (agg[col] * scale).to_numpy(dtype=float)
+        lo, hi = band((agg[f"{col}_lo"] * scale).tolist(),
+                      (agg[f"{col}_hi"] * scale).tolist(), bounds)
+        error = {"type": "data", "symmetric": False, "visible": bool((agg["n"] > 1).any()),
+                 "array": np.nan_to_num(np.asarray(hi) - mean).tolist(),
+                 "arrayminus": np.nan_to_num(mean - np.asarray(lo)).tolist()}
+        fig.add_trace(go.Bar(x=names, y=mean.tolist(), marker={"color": colors},
+                             error_y=error, showlegend=False, name=panels[j][1]),
+                      row=r, col=c)
+        if bounds == (0.0, 100.0):
+            fig.update_yaxes(range=[0, 102], row=r, col=c)
     fig.update_layout(title=title, template="plotly_white", height=330 * rows + 80,
                       width=1000, margin={"t": 80})
     return fig
