@@ -33,7 +33,10 @@ from setuptools.command.build_py import build_py
 # runtime-checkable protocol (mypyc cannot build one); those whose values a user or a
 # sweep pickles or copies (a compiled class cannot rebuild itself without arguments):
 # the profile (nightjar/profile/profile.py) and the memory settings of every run's
-# config (nightjar/core/memory.py); and everything off the hot path. (A compiled
+# config (nightjar/core/memory.py); the acceptance draws (nightjar/sim/acceptance.py:
+# mypyc takes numpy's stub for Generator.random(n) as a float and refuses the array it
+# returns; the draws are numpy calls, which compiling would not speed up); and
+# everything off the hot path. (A compiled
 # policy does not pickle either: a policy is built from its spec where it runs.)
 COMPILED = [
     "nightjar/core/admission.py",
@@ -44,7 +47,6 @@ COMPILED = [
     "nightjar/policies/lag.py",
     "nightjar/policies/nightjar_plus.py",
     "nightjar/policies/step_times.py",
-    "nightjar/sim/acceptance.py",
     "nightjar/sim/batch.py",
     "nightjar/sim/bound.py",
     "nightjar/sim/chunk.py",

@@ -57,7 +57,7 @@ def check_arrival_flags(options: LiveOptions) -> None:
     rate is read when it is loaded, before the engine starts)."""
     import math
 
-    from nightjar.run.config import MAX_BURSTINESS, MIN_BURSTINESS
+    from nightjar.trace.schema import MAX_BURSTINESS, MIN_BURSTINESS
 
     rate = options.request_rate
     if rate is not None:

@@ -33,7 +33,7 @@ from nightjar.core.defaults import LIVE_POLICIES as LIVE_POLICIES  # a live run'
 from nightjar.core.draft_kv import DEFAULT_DRAFT_KV, DRAFT_KV_MODES
 from nightjar.core.slo import Slo
 from nightjar.errors import NightjarInputError
-from nightjar.trace.schema import MAX_SEED
+from nightjar.trace.schema import MAX_BURSTINESS, MAX_SEED, MIN_BURSTINESS
 
 if TYPE_CHECKING:
     from nightjar.profile.profile import Profile
@@ -65,7 +65,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
 # the whole sweep, or nothing (a cell runs one policy, so it has no oracle to add).
 # seed, rate_scale and policies are axes the grid names and orders itself.
 AXIS, SCALAR, OWN_AXIS, NOT_SWEPT = "axis", "scalar", "own axis", "not swept"
-MIN_BURSTINESS, MAX_BURSTINESS = 1e-3, 1e3
 
 
 def _flag(flag: str, help_text: str, sweep: str = AXIS) -> dict[str, str]:

@@ -29,6 +29,8 @@ MAX_SEED = 2**63 - 1
 # numpy for astronomically many draws; CV 1/sqrt(1e-3) ~ 32 is burstier than any
 # measured trace.
 MIN_BURSTINESS = 1e-3
+# The steadiest --burstiness a run may ask for (gaps within a few % of the mean).
+MAX_BURSTINESS = 1e3
 # The latest arrival a trace may have, in seconds from its start: about three years,
 # beyond the longest public request log (BurstGPT, ~4 months). Later times are almost
 # always Unix time stamps (1.7e9 s, or 1.7e12 in milliseconds) that should have been
