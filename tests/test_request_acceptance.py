@@ -36,6 +36,26 @@ def test_without_loss_the_batch_tau_is_the_mean_of_its_requests_taus() -> None:
     assert est.useful_tokens([], 0.6) is None
 
 
+def test_optimism_is_one_posterior_sd_of_the_batch_mean_and_shrinks_with_evidence() -> None:
+    est = RequestAcceptance(gamma_max=3, alpha=0.05)
+    mean = 0.5
+    # A new request: Beta with PRIOR_WEIGHT pseudo-steps at the population's mean.
+    sd_new = (mean * (1 - mean) / (PRIOR_WEIGHT + 1)) ** 0.5
+    plain, hopeful = est.useful_tokens([0], mean), est.useful_tokens([0], mean, 1.0)
+    assert plain is not None and hopeful is not None
+    assert hopeful[1] == pytest.approx(1 + mean + sd_new)
+    # Sixty steps of its own (half accepted) narrow it: the bonus falls with 1/sqrt(n).
+    for _ in range(60):
+        est.observe([0], [1], [2], mean, lost=None)
+    seen = est.useful_tokens([0], mean, 1.0)
+    n = PRIOR_WEIGHT + 120  # 60 accepted, 60 rejections
+    assert seen is not None
+    assert seen[1] == pytest.approx(1 + mean + (mean * (1 - mean) / (n + 1)) ** 0.5)
+    # Sixty-four new requests: the batch's mean rate is known to within sd / 8.
+    batch = est.useful_tokens(list(range(1, 65)), mean, 1.0)
+    assert batch is not None and batch[1] == pytest.approx(1 + mean + sd_new / 8)
+
+
 @pytest.mark.parametrize("a", [0.0, 0.3, 0.75, 0.95])
 def test_the_lost_tokens_law_matches_its_probabilities(a: float) -> None:
     est = RequestAcceptance(gamma_max=5, alpha=0.05)

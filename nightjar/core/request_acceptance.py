@@ -99,12 +99,26 @@ class RequestAcceptance:
             out.append((head + (g + 1) * g * m[g]) / 2.0)
         return out
 
-    def useful_tokens(self, ids: Sequence[int], mean: float) -> list[float] | None:
+    def useful_tokens(self, ids: Sequence[int], mean: float,
+                      optimism: float = 0.0) -> list[float] | None:
         """Mean tokens per request the batch ``ids`` keeps at each gamma; None for an
-        empty batch (the caller keeps its batch-level estimate)."""
+        empty batch (the caller keeps its batch-level estimate).
+
+        ``optimism`` (z > 0): every rate raised by z standard deviations of the batch's
+        mean rate under the posteriors, ``sqrt(sum var_i) / B``: what the batch may
+        still turn out to keep. The bonus shrinks as requests are seen and as the batch
+        grows, so it matters at small batches of little-known requests.
+        """
         if not len(ids):
             return None
-        m = self._moments(self._rates(self._index(ids), mean))
+        idx = self._index(ids)
+        rates = self._rates(idx, mean)
+        if optimism > 0.0:
+            n = PRIOR_WEIGHT + self._s[idx] + self._f[idx]
+            var = rates * (1.0 - rates) / (n + 1.0)  # the Beta posterior's variance
+            bonus = optimism * float(np.sqrt(var.sum())) / idx.size
+            rates = np.minimum(rates + bonus, MAX_ALPHA)
+        m = self._moments(rates)
         lost = self._half_m2(m)
         taus, total = [], 0.0
         for g in range(self._g + 1):

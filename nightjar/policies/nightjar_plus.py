@@ -38,6 +38,9 @@ gamma:
   commits to a later rebuild, priced at the average observed C_switch; each
   amortised over the typical length of the run (speculating, or not) that the
   toggle starts;
+- looking again: where the means say gamma 0, which teaches nothing about acceptance,
+  the speculating lengths are priced with the batch's mean rate ``OPTIMISM``
+  posterior standard deviations higher, and run if they then win;
 - exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
   (toggling speculation explores 4x less often, and much less when the rebuild
   is dear, since one exploring step pays all of it; with a drafter that keeps no
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 
 from nightjar.core.drafter import drafter_kind
 from nightjar.core.estimators import EffectiveAcceptance, RebuildCost
@@ -85,6 +89,10 @@ EVIDENCE_BATCH = 16
 # B = 1 one unlucky step of a 0.53 draft (nothing accepted of 3) once set the
 # estimate to 0, and a policy that no longer speculates never learns otherwise.
 PRIOR_EVIDENCE = 1.0
+# What INITIAL_ALPHA is worth without a prior: one request-step, so that two unlucky
+# steps at B = 1 cannot set the population's mean to 0 (a Beta posterior at mean 0 has
+# no spread left for OPTIMISM to argue from).
+GUESS_EVIDENCE = 1.0 / EVIDENCE_BATCH
 # A cell whose discounted count of gamma-0 steps fell below this (about 280 of its
 # steps since the last one, at the cell's memory of 200) measures gamma 0 once; a
 # cell never seen at gamma 0 does so at once without a prior, and after
@@ -94,6 +102,9 @@ PROBE_BELOW = 0.25
 # speculation turns back on, with the lag it then has).
 OFF_COMMIT = 0.0
 PROBE_AFTER = 20.0
+# Standard deviations of the batch's mean acceptance that may argue for speculating
+# when the means say gamma 0 (:meth:`NightjarPlusPolicy._look_again`).
+OPTIMISM = 1.0
 
 
 class NightjarPlusPolicy:
@@ -129,7 +140,8 @@ class NightjarPlusPolicy:
         known = env.acceptance_prior is not None
         prior = env.acceptance_prior if env.acceptance_prior is not None else INITIAL_ALPHA
         self._acc = EffectiveAcceptance(
-            env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH, PRIOR_EVIDENCE if known else 0.0
+            env.gamma_max, prior, ACCEPT_ALPHA, EVIDENCE_BATCH,
+            PRIOR_EVIDENCE if known else GUESS_EVIDENCE,
         )
         self._requests = RequestAcceptance(env.gamma_max, ACCEPT_ALPHA)
         # Tokens per request the current batch keeps at each gamma (set per decision).
@@ -160,16 +172,18 @@ class NightjarPlusPolicy:
         return self._times.times(batch_size, context_len)
 
     def losses(self, batch_size: int, context_len: float,
-               times: list[float] | None = None) -> list[float]:
+               times: list[float] | None = None,
+               taus: list[float] | None = None) -> list[float]:
         """Predicted per-token latency of every gamma, switch penalty included
-        (``times``: the cell's predicted step times, where the caller has them).
+        (``times``: the cell's predicted step times, where the caller has them;
+        ``taus``: tokens per request at each gamma, the batch's estimate if None).
 
         The rebuild re-reads what the running requests emitted while the draft was
         off, which cannot exceed their contexts: after a long off-run under load the
         requests that were running then are mostly gone.
         """
         t = times if times is not None else self._times.times(batch_size, context_len)
-        tau = self.taus()
+        tau = taus if taus is not None else self.taus()
         out = [t[g] / tau[g] for g in range(self.arms)]
         if self._off:
             # Turning on now pays the rebuild over every token the draft missed.
@@ -248,6 +262,8 @@ class NightjarPlusPolicy:
             cur = self._current if self._current < top else best
             if loss[cur] <= loss[best] * (1.0 + HYSTERESIS):
                 best = cur
+            if best == 0 and top > 1 and ids is not None:
+                best = self._look_again(ctx, ids, t, loss[0], top)
         self._current = best
         u = self._rng.random()
         if u < EXPLORE:
@@ -267,6 +283,26 @@ class NightjarPlusPolicy:
             ):
                 return self._chose(g)
         return self._chose(best)
+
+    def _look_again(self, ctx: StepContext, ids: Sequence[int], t: list[float],
+                    loss_zero: float, top: int) -> int:
+        """Gamma 0, or the speculating length that beats it if the running requests'
+        acceptance is OPTIMISM standard deviations better than their posteriors' means.
+
+        Gamma 0 is the one choice that teaches nothing about acceptance: at B = 1 two
+        unlucky steps of a 0.53 draft put its request's posterior below the break-even
+        of a 10% margin, and a greedy choice then never speculated for that request
+        again (CI, test_policy_switch: 36% of the steps at B = 1 after a burst). The
+        bonus is one standard deviation of the batch's mean rate, which vanishes as
+        the requests are seen and as the batch grows; choosing among speculating
+        lengths stays on the means, since every one of them teaches.
+        """
+        hopeful = self._requests.useful_tokens(ids, self._acc.mean(), OPTIMISM)
+        if hopeful is None:
+            return 0
+        loss = self.losses(ctx.batch_size, ctx.mean_context_len, t, hopeful)
+        g = min(range(1, top), key=loss.__getitem__)
+        return g if loss[g] < loss_zero else 0
 
     def _chose(self, g: int) -> int:
         # The switch state is what the engine runs next, not the last outcome:

@@ -63,6 +63,15 @@ def _low_load_held(steps: list[StepRecord]) -> bool:
     return spec is None or plain is None or spec < plain
 
 
+def _trail(name: str, steps: list[StepRecord]) -> str:
+    """A phase's gammas in order and its cost per token with and without speculation:
+    what a failure needs to say whether the policy or the machine moved."""
+    gammas = "".join(str(s.gamma) for s in steps)
+    switches = sum(1 for s in steps if s.switch_cost_s > 0)
+    return (f"{name}: gammas {gammas}, s/token speculating {_per_token(steps, True)} "
+            f"gamma 0 {_per_token(steps, False)}, {switches} rebuilds")
+
+
 @pytest.mark.slow
 @pytest.mark.alone
 def test_nightjar_plus_speculates_at_low_load_only(
@@ -105,11 +114,13 @@ def test_nightjar_plus_speculates_at_low_load_only(
     low2 = [s for s in steps if s.time_s > ends[1]]
     shares = [_spec_share(p) for p in (low1, high, low2)]
     print(f"share of steps with gamma > 0 (B=1, B>=32, B=1): {shares}")
+    seen = "; ".join(_trail(name, phase) for name, phase in (("B=1", low1), ("B=1 again", low2)))
+    print(seen)
     assert min(len(low1), len(high), len(low2)) >= 20
     for phase, share in ((low1, shares[0]), (low2, shares[2])):
         if share < 0.8 and not _low_load_held(phase):
             pytest.skip("in the policy's own run speculation did not pay at B = 1 (s per "
                         f"token: speculating {_per_token(phase, True)}, gamma 0 "
                         f"{_per_token(phase, False)}); shares {shares}")
-    assert shares[0] >= 0.8 and shares[2] >= 0.8
+    assert shares[0] >= 0.8 and shares[2] >= 0.8, seen
     assert shares[1] <= 0.2
