@@ -39,7 +39,7 @@ import paper_text as pt
 Row = dict[str, float | str]
 CORRECTION_STEPS = (100, 1000, 3000)
 INT_COLUMNS = ("seed", "batch_size", "preemptions", "gamma_switches", "gamma_toggles",
-               "offloads", "rejected_requests", "requests")
+               "offloads", "rejected_requests", "capped_requests", "requests")
 
 
 def correction_rows(seeds: int) -> list[Row]:

@@ -162,9 +162,10 @@ def make_trace(trace: str, seed: int) -> Trace:
 
 
 def on_unfit(profile: str) -> str:
-    """A profile that pins a context window serves only requests that fit in it (the
-    paper's benchmark keeps only those), so runs on it skip the others."""
-    return "skip" if load_profile(profile).memory.max_model_len is not None else "refuse"
+    """The paper-config profiles serve only prompts that fit their pinned window (the
+    paper's benchmark keeps only those), so runs on them skip the others; on ours a
+    prompt past the model's window is an error."""
+    return "skip" if profile in PAPER else "refuse"
 
 
 def config(profile: str, seed: int, specs: tuple[str, ...], prior: str, offload: bool
@@ -220,6 +221,7 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
             "mean_gamma": s.mean_gamma, "gamma_switches": s.gamma_switches,
             "gamma_toggles": s.gamma_toggles, "offloads": int(res.extra.get("offloads", 0)),
             "rejected_requests": int(res.extra.get("rejected_requests", 0)),
+            "capped_requests": int(res.extra.get("capped_requests", 0)),
             "requests": len(trace), "wall_s": res.extra.get("wall_s", math.nan),
         } for section in sections]
     return rows

@@ -524,25 +524,28 @@ def block_correction(d: Data) -> list[str]:
 def block_setup(d: Data) -> list[str]:
     out = [f"- **Seeds.** {d.seeds} per table (0..{d.seeds - 1}); gamma_max = "
            f"{pc.GAMMA_MAX}; every run `--engine {pc.ENGINE} --draft-kv {pc.DRAFT_KV}`.",
-           "- **Profiles** (KV blocks with / without the draft; context window where the "
-           "profile pins one):"]
+           "- **Profiles** (KV blocks with / without the draft; max_model_len: a longer "
+           "prompt is refused, an answer stops there, as in vLLM):"]
     for p in (*pc.OURS, *pc.PAPER):
         mem = load_profile(p).memory
-        pin = f", max_model_len {mem.max_model_len} (longer requests skipped: " \
-              "`--on-unfit skip`)" if mem.max_model_len else ""
+        pin = f", max_model_len {mem.max_model_len}" if mem.max_model_len else ""
+        if pc.on_unfit(p) == "skip":
+            pin += " (longer prompts skipped: `--on-unfit skip`)"
         out.append(f"  - `{p}`: {mem.kv_blocks(True)} / {mem.kv_blocks(False)}{pin}")
     out.append("- **Traces.** Dynamic: " + ", ".join(f"`{t}`" for t in pc.DYNAMIC)
                + " (bundled), the ShareGPT ones also on the paper-config profiles.")
     for name, spec in pc.TRACE_SPECS.items():
         out.append(f"  - `{pc.trace_arg(name)}`: {spec['description']}.")
-    worst: dict[str, int] = {}
-    for r in d.rows:
-        n = int(float(r.get("rejected_requests", 0)))
-        worst[str(r["profile"])] = max(worst.get(str(r["profile"]), 0), n)
-    if any(worst.values()):
-        out.append("- **Skipped requests** (longer than a pinned context window), the most"
-                   " in one run: " + ", ".join(f"{profile_name(p)} {n}"
-                                              for p, n in worst.items() if n) + ".")
+    for column, what in (("rejected_requests", "Skipped requests** (prompts longer than "
+                          "a pinned window)"),
+                         ("capped_requests", "Answers stopped at max_model_len**")):
+        worst: dict[str, int] = {}
+        for r in d.rows:
+            n = int(float(r.get(column, 0) or 0))
+            worst[str(r["profile"])] = max(worst.get(str(r["profile"]), 0), n)
+        if any(worst.values()):
+            out.append(f"- **{what}, the most in one run: " + ", ".join(
+                f"{profile_name(p)} {n}" for p, n in worst.items() if n) + ".")
     return out
 
 

@@ -23,6 +23,7 @@ LLAMA_8B = {
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
     "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16",
     "tie_word_embeddings": False, "attention_bias": False, "head_dim": 128,
+    "max_position_embeddings": 131072,
 }
 TINY_DRAFT = {
     "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
@@ -48,6 +49,10 @@ def test_config_json_matches_the_catalogue_shape(tmp_path: Path) -> None:
     assert m.name == "llama-3.1-8b"
     assert m.params == ref.params  # derived from the shape, equal to the published count
     assert m.kv_bytes_per_token == ref.kv_bytes_per_token
+    assert m.max_len == ref.max_len == 131072  # the context window
+    no_window = {k: v for k, v in LLAMA_8B.items() if k != "max_position_embeddings"}
+    bare = _write(tmp_path / "bare" / "config.json", no_window)
+    assert load_model_config(str(bare)).max_len is None
     # A directory works as well as the file.
     assert load_model_config(str(tmp_path / "Llama-3.1-8B")) == m
 
@@ -64,6 +69,7 @@ def test_config_round_trip_profile_and_sim(
     assert p.name == "h20/big+small"
     assert "--model-config" in p.command and "--gpu-spec" in p.command
     assert p.memory.kv_blocks(False) > p.memory.kv_blocks(True) > 0
+    assert p.memory.max_model_len == 131072  # the target's window, the config's
     capsys.readouterr()
     assert _cli("sim", "--quiet", "--no-report", "--no-oracle", "--trace", "steady_low",
                 "--profile", str(out), "--policy", "nospec", "--policy", "fixed:2",

@@ -146,12 +146,23 @@ def test_paper_config_profiles_pin_memory_and_length() -> None:
     assert rtx.to_json()["roofline"]["execution"] == "eager"
     assert rtx.decode_timing(16, 2, 512.0).draft_s > ours.decode_timing(16, 2, 512.0).draft_s
     assert rtx.step_time_s(16, 2, 512.0) > ours.step_time_s(16, 2, 512.0)
-    # A request longer than the pinned context window never runs: refused, or skipped.
-    with pytest.raises(NightjarInputError, match="longer than profile a100-80gb-paper"):
-        simulate(load_trace("burst"), a100, "fixed:1")
-    r = simulate(load_trace("burst"), a100, "fixed:1", on_unfit=OnUnfit.SKIP)
-    assert r.extra["rejected_requests"] > 0
-    assert all(q.prompt_tokens + q.output_tokens <= 2048 for q in r.requests)
+    # A prompt longer than the pinned window never runs: refused, or skipped. An answer
+    # that would run past it stops there, as vLLM's scheduler stops it, with at least
+    # the token its prefill samples.
+    rag = load_trace("longctx-rag").head(100)  # 5 of its first 100 prompts fit 2048
+    with pytest.raises(NightjarInputError, match="prompts longer than profile a100-80gb-paper"):
+        simulate(rag, a100, "fixed:1")
+    r = simulate(rag, a100, "fixed:1", on_unfit=OnUnfit.SKIP)
+    assert r.extra["rejected_requests"] == 95
+    assert all(q.prompt_tokens <= 2048 for q in r.requests)
+    burst = load_trace("burst")
+    r = simulate(burst, a100, "fixed:1")
+    assert r.extra["rejected_requests"] == 0 and len(r.requests) == len(burst)
+    long = burst.prompt_tokens + burst.output_tokens > 2048
+    assert r.extra["capped_requests"] == long.sum() > 0
+    for q, cut in zip(r.requests, long.tolist(), strict=True):
+        if cut:
+            assert q.prompt_tokens + q.output_tokens == max(2048, q.prompt_tokens + 1)
 
 
 def test_multiseed_verdicts_pair_the_seeds() -> None:

@@ -149,7 +149,7 @@ def test_refuses_what_no_clamp_can_price(call: Any, needle: str) -> None:
 @pytest.mark.parametrize(
     ("off", "edge"),
     [
-        ((4, 40000.0), (4, 32768.0)),
+        ((4, 40000.0), (4, 2048.0)),  # the grid stops at vicuna-13b's window
         ((4, -1.0), (4, 0.0)),
         ((4, float("nan")), (4, 0.0)),
     ],
@@ -296,6 +296,7 @@ def test_cli_list_and_show(
     text = capsys.readouterr().out
     blocks = load_profile(A100).memory.kv_blocks(False)
     assert f"{blocks} without draft" in text and "gamma 3" in text
+    assert "max_model_len: 2048 tokens" in text  # vicuna-13b's window
 
 
 def test_show_names_the_acceptance_each_workload_is_simulated_with(

@@ -54,7 +54,8 @@ def _document(**changes: object) -> ProfileDocument:
     grid = [(b, g, c) for b in (1, 4) for g in (0, 1) for c in (0, 128)]
     doc = ProfileDocument(
         name="gpu/t+d", source="calibrated-roofline", command="nightjar profile --roofline",
-        gpu="gpu", target="t", draft="d", memory=load_profile(DEFAULT_PROFILE).memory,
+        gpu="gpu", target="t", draft="d",
+        memory=replace(load_profile(DEFAULT_PROFILE).memory, max_model_len=None),
         decode=[DecodeRow.from_seconds(b, g, c, 0.01 * (1 + g) + 1e-5 * b, 0.004 * g,
                                        0.006 + 1e-5 * b) for b, g, c in grid],
         draft_forward=[DraftForwardRow.from_seconds(b, c, 0.001) for b in (1, 4)

@@ -41,6 +41,7 @@ def test_a_run_folder_records_its_settings_and_compare_pairs_two(
         assert "--offload on" in row["command"]
         assert row["trace_sha256"] == trace_hash(load_trace("steady_low").rate_scaled(2.0))
         assert row["acceptance_source"] == "profile (assumed): sharegpt"
+        assert row["max_model_len"] == "131072"  # the window it ran under: the model's
     summary = json.loads((on / "nightjar+" / "summary.json").read_text())
     assert summary["offload"] == "on" and summary["rate_scale"] == 2.0
     assert summary["scheduling"] == "v1" and summary["draft_kv"] == "skip"

@@ -60,7 +60,8 @@ def test_the_issue_repro_is_refused_at_once(tmp_path: Path, capsys: Any) -> None
                      "--quiet", "--out", str(tmp_path / "o1")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
-    assert "request 0" in err and "needs 625001 KV blocks" in err
+    # The default profile's window (vicuna-13b: 2048) refuses it before the KV pool.
+    assert "1 request(s) have prompts longer than" in err and "request 0" in err
     assert not (tmp_path / "o1").exists()
 
 
@@ -96,6 +97,10 @@ def test_a_lone_request_speculates_only_as_far_as_the_pool_lets_it(
 
 
 def test_with_offload_a_prompt_that_fits_only_without_the_draft_runs(a100: Profile) -> None:
+    # A pool's worth of prompt: past vicuna-13b's window, so the window is taken away.
+    data = a100.to_json()
+    del data["memory"]["max_model_len"]
+    a100 = Profile.from_json(data, "unwindowed.json")
     cap_with, cap_without = a100.memory.kv_blocks(True), a100.memory.kv_blocks(False)
     prompt = (cap_with + 5) * a100.memory.block_size  # fits only once the draft is out
     assert prompt + 8 <= cap_without * a100.memory.block_size
@@ -143,11 +148,17 @@ def test_cli_skip_reports_the_rejected_requests(tmp_path: Path, capsys: Any) -> 
     assert "rejected_requests" in summary.splitlines()[0]
 
 
-def test_max_model_len_refuses_or_skips_long_requests(a100: Profile) -> None:
-    trace = trace_of([(0.0, 100, 20), (0.1, 500, 20)])
+def test_max_model_len_refuses_long_prompts_and_cuts_long_answers(a100: Profile) -> None:
+    # vLLM refuses a prompt longer than max_model_len and stops an answer at it (with
+    # at least the token the prefill samples).
+    trace = trace_of([(0.0, 100, 20), (0.1, 600, 20), (0.2, 500, 20), (0.3, 512, 20)])
     cfg = SimConfig(max_model_len=512)
-    with pytest.raises(NightjarInputError, match=r"request 1 .* longer than --max-model-len 512"):
+    with pytest.raises(NightjarInputError,
+                       match=r"^1 request\(s\) have prompts longer than --max-model-len 512 "
+                             r"tokens \(the first: request 1, .*prompt 600 tokens\); pass"):
         simulate(trace, a100, "nospec", cfg)
     result = simulate(trace, a100, "nospec", cfg, on_unfit=OnUnfit.SKIP)
-    assert [r.request_id for r in result.requests] == [0]
+    assert [r.request_id for r in result.requests] == [0, 2, 3]
+    assert [r.output_tokens for r in result.requests] == [20, 12, 1]
     assert result.extra["rejected_requests"] == 1.0
+    assert result.extra["capped_requests"] == 2.0

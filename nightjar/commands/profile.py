@@ -307,6 +307,9 @@ def _show(name: str, context: float) -> int:
         f"KV blocks ({mem.block_size} tokens): {without} without draft, {with_d} with "
         f"(draft costs {share:.1%}); draft transfer {mem.draft_transfer_s * 1e3:.1f} ms"
     )
+    window = mem.max_model_len
+    console.print(f"max_model_len: {window} tokens (prompts past it refused, answers "
+                  "stopped at it)" if window is not None else "max_model_len: not set")
     _show_acceptance(console, p)
     tp = p.to_json().get("hardware", {}).get("tensor_parallel")
     if tp:

@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
             f"skipping {plan.fit.rejected.size} request(s) that can never run "
             f"(--on-unfit skip): {plan.fit.message}", soft_wrap=True,
         )
+    if plan.fit is not None and plan.fit.capped.size:
+        console.print(plan.fit.cut_note(), soft_wrap=True)
     with staged_out_dir(out, args.force) as tmp:
         if args.seeds == 1:
             _one_seed(args, plan, tmp, console)

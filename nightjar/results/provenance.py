@@ -4,8 +4,9 @@ Every summary row (``summary.csv``, each ``summary.json``, the API's frames) car
 these columns, so that two run folders can be told apart and a run reproduced from
 its folder alone. The settings are the run's :class:`nightjar.run.config.RunConfig`
 after it was held against the profile (``gamma_max`` settled, ``offload`` auto
-resolved), defaults included; ``acceptance_source`` names where the simulated
-acceptance rates came from, since they largely decide whether speculation pays.
+resolved, ``max_model_len`` the profile's window unless set lower), defaults
+included; ``acceptance_source`` names where the simulated acceptance rates came
+from, since they largely decide whether speculation pays.
 
 Invariant: every key :func:`of_run` returns is in :data:`KEYS`, and no key of
 :data:`KEYS` is a summary metric, so a reader tells the two apart by name.
@@ -141,9 +142,13 @@ def of_run(
     config: RunConfig, offload_on: bool, trace: Trace, profile: Profile,
     argv: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Every provenance column of a simulated run (``trace`` as simulated)."""
+    """Every provenance column of a simulated run (``trace`` as simulated);
+    ``max_model_len`` as it ran: the smaller of the setting and the profile's window."""
+    row = settings_row(config, offload_on)
+    windows = [w for w in (row["max_model_len"], profile.memory.max_model_len) if w is not None]
+    row["max_model_len"] = min(windows) if windows else None
     return {
-        **settings_row(config, offload_on),
+        **row,
         "profile_sha256": profile_hash(profile),
         "trace_sha256": trace_hash(trace),
         "trace_requests": len(trace),

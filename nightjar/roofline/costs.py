@@ -347,9 +347,12 @@ def build_profile(
     drafter from the target; ``draft_name`` is then None.
     """
     dep = deployment or Deployment()
-    contexts = [c for c in CONTEXT_GRID if dep.max_model_len is None or c <= dep.max_model_len]
     gpu = get_gpu(gpu_name) if isinstance(gpu_name, str) else gpu_name
     t = get_model(target_name) if isinstance(target_name, str) else target_name
+    # vLLM's max_model_len: the deployment's pin, else the target's window (vLLM takes
+    # the target's; a draft with a shorter one is cut to it, not the other way round).
+    window = dep.max_model_len if dep.max_model_len is not None else t.max_len
+    contexts = [c for c in CONTEXT_GRID if window is None or c <= window]
     d = get_model(draft_name) if isinstance(draft_name, str) else draft_name
     check_kind(drafter, t, d is not None and drafter != DRAFT_MODEL)
     if drafter == DRAFT_MODEL:
@@ -395,7 +398,7 @@ def build_profile(
         device_bandwidth_bytes_per_s=gpu.mem_bandwidth_bytes_per_s,
         kv_blocks_with_draft=dep.kv_blocks_with_draft,
         kv_blocks_without_draft=dep.kv_blocks_without_draft,
-        max_model_len=dep.max_model_len,
+        max_model_len=window,
     )
     gpu_label = f"{gpu.name}-tp{tp}" if tp > 1 else gpu.name
     gpu_label = f"{gpu_label}-{dep.variant}" if dep.variant else gpu_label

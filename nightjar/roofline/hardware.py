@@ -59,6 +59,9 @@ class ModelArch:
     # Multi-token-prediction layers the checkpoint carries (``num_nextn_predict_layers``:
     # DeepSeek-V3, MiMo), which vLLM's ``mtp`` drafter runs; 0 for most models.
     mtp_layers: int = 0
+    # The context window (``max_position_embeddings``): vLLM's default max_model_len, so
+    # the longest prompt it accepts and the length at which it stops a request.
+    max_len: int | None = None
 
     @property
     def vocab_rows(self) -> int:
@@ -125,28 +128,30 @@ GPUS: dict[str, GPU] = {
 QWEN2_TOKENS = 151_665
 
 # One model per row reads as a table:
-# name, hf id, layers, hidden, intermediate, heads, kv heads, head dim, vocab, params.
+# name, hf id, layers, hidden, intermediate, heads, kv heads, head dim, vocab, params;
+# max_len is the hf id's config.json max_position_embeddings.
 # fmt: off
 MODELS: dict[str, ModelArch] = {
     m.name: m
     for m in (
         ModelArch("vicuna-13b", "lmsys/vicuna-13b-v1.3",
-                  40, 5120, 13824, 40, 40, 128, 32000, 13_015_864_320),
+                  40, 5120, 13824, 40, 40, 128, 32000, 13_015_864_320, max_len=2048),
         ModelArch("vicuna-68m", "double7/vicuna-68m",
-                  2, 768, 3072, 12, 12, 64, 32000, 68_030_208),
+                  2, 768, 3072, 12, 12, 64, 32000, 68_030_208, max_len=2048),
         ModelArch("deepseek-r1-distill-qwen-7b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
                   28, 3584, 18944, 28, 4, 128, 152064, 7_615_616_512, qkv_bias=True,
-                  tokens=QWEN2_TOKENS),
+                  tokens=QWEN2_TOKENS, max_len=131072),
         ModelArch("deepseek-r1-distill-qwen-32b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
                   64, 5120, 27648, 40, 8, 128, 152064, 32_763_876_352, qkv_bias=True,
-                  tokens=QWEN2_TOKENS),
+                  tokens=QWEN2_TOKENS, max_len=131072),
         ModelArch("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B-Instruct",
                   24, 896, 4864, 14, 2, 64, 151936, 494_032_768,
-                  tied_embeddings=True, qkv_bias=True, tokens=QWEN2_TOKENS),
+                  tied_embeddings=True, qkv_bias=True, tokens=QWEN2_TOKENS, max_len=32768),
         ModelArch("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct",
-                  32, 4096, 14336, 32, 8, 128, 128256, 8_030_261_248),
+                  32, 4096, 14336, 32, 8, 128, 128256, 8_030_261_248, max_len=131072),
         ModelArch("llama-3.2-1b", "meta-llama/Llama-3.2-1B-Instruct",
-                  16, 2048, 8192, 32, 8, 64, 128256, 1_235_814_400, tied_embeddings=True),
+                  16, 2048, 8192, 32, 8, 64, 128256, 1_235_814_400, tied_embeddings=True,
+                  max_len=131072),
     )
 }
 # fmt: on

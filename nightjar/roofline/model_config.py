@@ -116,6 +116,8 @@ def load_model_config(arg: str) -> ModelArch:
         qkv_bias=bool(bias),
         tokens=tokenizer_ids(path.parent / "tokenizer.json"),
         mtp_layers=_mtp_layers(cfg, path),
+        max_len=(_positive_int(cfg, "max_position_embeddings", path)
+                 if cfg.get("max_position_embeddings") is not None else None),
     )
     return replace(arch, params=arch.derived_params())
 

@@ -178,6 +178,7 @@ def simulate(
         for record, rid in zip(result.requests, fit.kept.tolist(), strict=True):
             record.request_id = rid
     result.extra["rejected_requests"] = float(fit.rejected.size)
+    result.extra["capped_requests"] = float(fit.capped.size)
     result.extra.update(engine.draft.summary())
     result.extra["context_clamped_steps"] = float(engine.context_clamped_steps)
     result.extra["wall_s"] = wall

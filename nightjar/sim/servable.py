@@ -1,11 +1,14 @@
-"""Which requests the engine can ever serve: the check made before a run starts.
+"""Which requests the engine can ever serve, and how long: the check made before a
+run starts.
 
 A request can run only if
 
-- it is no longer than ``max_model_len`` (prompt + output tokens), the smaller of
-  the config's (``--max-model-len``) and the profile's (a model's context window, as
-  the paper-config profiles pin 2048) where either is set: vLLM refuses longer
-  requests, and a model cannot attend past its window;
+- its prompt is no longer than ``max_model_len``, the smaller of the config's
+  (``--max-model-len``) and the profile's (the model's context window, or a
+  deployment's pin, as the paper-config profiles pin 2048): vLLM refuses a longer
+  prompt. One whose prompt fits but whose answer would run past the window stops
+  there, as vLLM's scheduler stops it (``FINISHED_LENGTH_CAPPED``), with at least the
+  token its prefill samples: its output is cut to ``max_model_len - prompt``;
 - alone in the engine, its whole context fits the largest KV pool the engine can
   ever have: ``ceil((prompt + output) / block_size)`` blocks. Its last decode step
   holds ``prompt + output - 1`` tokens plus the one it writes; speculation is cut to
@@ -18,7 +21,7 @@ prompt is admitted alone, standing in for chunked prefill), so they add no limit
 
 A request that fails the check would wait forever at the head of the FCFS queue, so
 it is refused before the first step (one line naming it), or, when the caller asks
-to skip, left out and counted as rejected.
+to skip, left out and counted as rejected. Cut answers are counted too.
 """
 
 from __future__ import annotations
@@ -50,17 +53,35 @@ class Fit:
     rejected: np.ndarray
     capacity_blocks: int
     message: str  # names the first rejected request; "" when none is
+    # Requests kept whose answers stop at max_model_len, and the outputs they keep
+    # (indices into the trace; both empty when none is cut).
+    capped: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
+    capped_output: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.empty(0, np.int64))
+    window: str = ""  # who set max_model_len and to what, for messages
+
+    def cut_note(self) -> str:
+        """One line on the answers cut at the window; "" when none is."""
+        if not self.capped.size:
+            return ""
+        return (f"{self.capped.size} answer(s) stop at {self.window} (prompt + output), "
+                "as vLLM stops them")
 
     def apply(self, trace: Trace) -> Trace:
-        """``trace`` without the rejected requests (the same object when none is)."""
-        if not self.rejected.size:
+        """``trace`` as the run serves it: without the rejected requests, and with the
+        answers cut at the window (the same object when nothing changes)."""
+        if not self.rejected.size and not self.capped.size:
             return trace
+        output = trace.output_tokens
+        if self.capped.size:
+            output = output.copy()
+            output[self.capped] = self.capped_output
         k = self.kept
         return dataclasses.replace(
             trace,
             arrival_s=trace.arrival_s[k],
             prompt_tokens=trace.prompt_tokens[k],
-            output_tokens=trace.output_tokens[k],
+            output_tokens=output[k],
             workload=trace.workload[k],
             acceptance=trace.acceptance[k],
             prompts=None if trace.prompts is None else [trace.prompts[i] for i in k.tolist()],
@@ -83,34 +104,46 @@ def max_model_len(profile: Profile, config: SimConfig) -> tuple[int | None, str]
 
 
 def check_fit(trace: Trace, profile: Profile, config: SimConfig) -> Fit:
-    """Split the trace into requests that can run and those that never can."""
+    """Split the trace into requests that can run and those that never can, and cut
+    the answers that would run past the window."""
     cap = kv_capacity(profile, config)
     bs = profile.memory.block_size
-    # Trace token counts are at most MAX_TOKENS (2**40), so the int64 sum cannot wrap.
-    tokens = trace.prompt_tokens + trace.output_tokens
-    need = -(-tokens // bs)
     limit, by = max_model_len(profile, config)
-    too_long = tokens > (limit or np.iinfo(np.int64).max)
+    prompt, output = trace.prompt_tokens, trace.output_tokens
+    # Trace token counts are at most MAX_TOKENS (2**40), so int64 sums cannot wrap.
+    bound = limit if limit is not None else np.iinfo(np.int64).max
+    too_long = prompt > bound
+    cut = ~too_long & (prompt + output > bound)
+    served = np.where(cut, np.maximum(bound - prompt, 1), output)
+    need = -(-(prompt + served) // bs)
     unfit = (need > cap) | too_long
     bad = np.flatnonzero(unfit)
     kept = np.flatnonzero(~unfit)
+    capped = np.flatnonzero(cut & ~unfit)
     message = ""
     if bad.size:
-        i = int(bad[0])
-        what = (f"request {i} (arrival {float(trace.arrival_s[i]):g} s, prompt "
-                f"{int(trace.prompt_tokens[i])} + output {int(trace.output_tokens[i])} tokens)")
-        if too_long[i]:
-            message = f"{what} is longer than {by} {limit}"
+        long = np.flatnonzero(too_long)
+        if long.size:
+            i = int(long[0])
+            message = (
+                f"{long.size} request(s) have prompts longer than {by} {limit} tokens "
+                f"(the first: request {i}, arrival {float(trace.arrival_s[i]):g} s, "
+                f"prompt {int(prompt[i])} tokens)"
+            )
         else:
+            i = int(bad[0])
             where = ("without the draft (--offload on)" if config.offload
                      else "with the draft resident")
             message = (
-                f"{what} needs {int(need[i])} KV blocks of {bs} tokens, but the pool of "
-                f"profile {profile.name} never holds more than {cap} {where}"
+                f"request {i} (arrival {float(trace.arrival_s[i]):g} s, prompt "
+                f"{int(prompt[i])} + output {int(served[i])} tokens) needs {int(need[i])} "
+                f"KV blocks of {bs} tokens, but the pool of profile {profile.name} never "
+                f"holds more than {cap} {where}"
             )
-        if bad.size > 1:
-            message += f"; {bad.size - 1} more request(s) cannot run either"
-    return Fit(kept, bad, cap, message)
+        rest = bad.size - (long.size if long.size else 1)
+        if rest:
+            message += f"; {rest} more request(s) cannot run either"
+    return Fit(kept, bad, cap, message, capped, served[capped], f"{by} {limit}")
 
 
 def fit_or_refuse(
