@@ -162,10 +162,10 @@ def make_trace(trace: str, seed: int) -> Trace:
 
 
 def on_unfit(profile: str) -> str:
-    """The paper-config profiles serve only prompts that fit their pinned window (the
-    paper's benchmark keeps only those), so runs on them skip the others; on ours a
-    prompt past the model's window is an error."""
-    return "skip" if profile in PAPER else "refuse"
+    """Every run serves only the prompts that fit its model's window and skips the
+    others, as the paper's benchmark keeps only those (table6-specbench holds four
+    prompts past vicuna-13b's 2048 tokens, on our A100 profile as on the paper's)."""
+    return "skip"
 
 
 def config(profile: str, seed: int, specs: tuple[str, ...], prior: str, offload: bool

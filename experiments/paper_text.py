@@ -525,12 +525,10 @@ def block_setup(d: Data) -> list[str]:
     out = [f"- **Seeds.** {d.seeds} per table (0..{d.seeds - 1}); gamma_max = "
            f"{pc.GAMMA_MAX}; every run `--engine {pc.ENGINE} --draft-kv {pc.DRAFT_KV}`.",
            "- **Profiles** (KV blocks with / without the draft; max_model_len: a longer "
-           "prompt is refused, an answer stops there, as in vLLM):"]
+           "prompt is skipped, `--on-unfit skip`, an answer stops there, as in vLLM):"]
     for p in (*pc.OURS, *pc.PAPER):
         mem = load_profile(p).memory
         pin = f", max_model_len {mem.max_model_len}" if mem.max_model_len else ""
-        if pc.on_unfit(p) == "skip":
-            pin += " (longer prompts skipped: `--on-unfit skip`)"
         out.append(f"  - `{p}`: {mem.kv_blocks(True)} / {mem.kv_blocks(False)}{pin}")
     out.append("- **Traces.** Dynamic: " + ", ".join(f"`{t}`" for t in pc.DYNAMIC)
                + " (bundled), the ShareGPT ones also on the paper-config profiles.")
