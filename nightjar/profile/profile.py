@@ -80,10 +80,17 @@ class MemoryFacts:
     host_link_bytes_per_s: float
     device_bandwidth_bytes_per_s: float
     # Pinned pool sizes (vLLM's ``--num-gpu-blocks-override``), which replace the
-    # formula above, and a cap on prompt + output tokens (``--max-model-len``).
+    # formula above, and vLLM's ``max_model_len``: the model's context window or a
+    # deployment's pin, the longest prompt and where an answer stops.
     kv_blocks_with_draft: int | None = None
     kv_blocks_without_draft: int | None = None
     max_model_len: int | None = None
+
+    def window(self, asked: int | None) -> int | None:
+        """The ``max_model_len`` a run that asks for ``asked`` runs under: the smaller
+        of that and this profile's (None where neither is set)."""
+        given = [w for w in (self.max_model_len, asked) if w is not None]
+        return min(given) if given else None
 
     def kv_blocks(self, draft_resident: bool) -> int:
         pinned = self.kv_blocks_with_draft if draft_resident else self.kv_blocks_without_draft

@@ -145,8 +145,7 @@ def of_run(
     """Every provenance column of a simulated run (``trace`` as simulated);
     ``max_model_len`` as it ran: the smaller of the setting and the profile's window."""
     row = settings_row(config, offload_on)
-    windows = [w for w in (row["max_model_len"], profile.memory.max_model_len) if w is not None]
-    row["max_model_len"] = min(windows) if windows else None
+    row["max_model_len"] = profile.memory.window(row["max_model_len"])
     return {
         **row,
         "profile_sha256": profile_hash(profile),

@@ -95,12 +95,11 @@ def kv_capacity(profile: Profile, config: SimConfig) -> int:
 
 
 def max_model_len(profile: Profile, config: SimConfig) -> tuple[int | None, str]:
-    """The longest request (prompt + output tokens) the run serves, and who set it."""
-    pinned = profile.memory.max_model_len
-    asked = config.max_model_len
-    if pinned is not None and (asked is None or pinned < asked):
-        return pinned, f"profile {profile.name}'s max_model_len"
-    return asked, "--max-model-len"
+    """The run's ``max_model_len`` (``MemoryFacts.window``), and who set it."""
+    limit = profile.memory.window(config.max_model_len)
+    if limit == config.max_model_len:
+        return limit, "--max-model-len"
+    return limit, f"profile {profile.name}'s max_model_len"
 
 
 def check_fit(trace: Trace, profile: Profile, config: SimConfig) -> Fit:
