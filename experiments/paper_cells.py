@@ -31,6 +31,10 @@ TRACES = Path("reports/paper/traces")  # relative to the repository root, as com
 GAMMA_MAX = 3  # the paper's MAX_SPECULATIVE_LEN
 ENGINE = "v0"  # the paper's engine: vLLM v0, prefill-only steps
 DRAFT_KV = "skip"  # ... which skips the draft at gamma 0 and rebuilds its KV later
+# Every run serves only the prompts that fit its model's window and skips the others,
+# as the paper's benchmark keeps only those (table6-specbench holds four prompts past
+# vicuna-13b's 2048 tokens, on our A100 profile as on the paper's).
+ON_UNFIT = "skip"
 OURS = ("a100-80gb/vicuna-13b+vicuna-68m", "rtx4090/deepseek-r1-distill-qwen-7b+qwen2.5-0.5b")
 PAPER = (
     "a100-80gb-paper/vicuna-13b+vicuna-68m",
@@ -161,20 +165,12 @@ def make_trace(trace: str, seed: int) -> Trace:
     return load_trace(name, seed=load_trace(name).seed + seed)
 
 
-def on_unfit(profile: str) -> str:
-    """Every run serves only the prompts that fit its model's window and skips the
-    others, as the paper's benchmark keeps only those (table6-specbench holds four
-    prompts past vicuna-13b's 2048 tokens, on our A100 profile as on the paper's)."""
-    return "skip"
-
-
-def config(profile: str, seed: int, specs: tuple[str, ...], prior: str, offload: bool
-           ) -> RunConfig:
+def config(seed: int, specs: tuple[str, ...], prior: str, offload: bool) -> RunConfig:
     """The run configuration of one command of a table (the oracle only where asked)."""
     return RunConfig.build({
         "policies": specs, "seed": seed, "gamma_max": GAMMA_MAX, "engine": ENGINE,
         "draft_kv": DRAFT_KV, "prior": prior, "offload": offload,
-        "on_unfit": on_unfit(profile), "oracle": False,
+        "on_unfit": ON_UNFIT, "oracle": False,
     })
 
 
@@ -192,7 +188,7 @@ def run_group(g: Group) -> list[dict[str, float | str]]:
     profile = load_profile(g.profile)
     results = {}
     for (prior, offload), runs in by_setting(g.runs).items():
-        cfg = config(g.profile, g.seed, tuple(r[1] for r in runs), prior, offload)
+        cfg = config(g.seed, tuple(r[1] for r in runs), prior, offload)
         sims = simulate_many(trace, profile, [r[1] for r in runs], cfg.sim_config(profile.drafter),
                              on_unfit=OnUnfit(cfg.on_unfit), prior=cfg.prior)
         results.update({r[0]: res for r, res in zip(runs, sims, strict=True)})
@@ -278,7 +274,7 @@ def commands(section: str, trace: str, profile: str, seeds: int) -> list[str]:
                  *(f"--policy {s}" for s in specs),
                  f"--gamma-max {GAMMA_MAX}", f"--engine {ENGINE}", f"--draft-kv {DRAFT_KV}"]
         flags += [f"--prior {prior}"] * (prior != "exact") + ["--offload on"] * offload
-        flags += ["--on-unfit skip"] * (on_unfit(profile) == "skip")
+        flags += [f"--on-unfit {ON_UNFIT}"]
         flags += ["--no-oracle"] * (not with_oracle) + [f"--seeds {seeds}"]
         out.append("nightjar sim " + " ".join(flags))
     return out

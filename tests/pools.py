@@ -1,4 +1,5 @@
-"""Profiles with a KV pool of a chosen size, for tests that need memory to run short."""
+"""Profiles with a KV pool of a chosen size, for tests that need memory to run short, or
+without their model's context window, for tests that send prompts past it."""
 
 from __future__ import annotations
 
@@ -20,3 +21,10 @@ def with_kv_blocks(profile: Profile, blocks: int, name: str) -> Profile:
     out = Profile.from_json(data, name)
     assert out.memory.kv_blocks(True) == blocks
     return out
+
+
+def without_window(profile: Profile, name: str) -> Profile:
+    """A copy of ``profile`` named ``name`` with no ``max_model_len``."""
+    data = profile.to_json()
+    del data["memory"]["max_model_len"]
+    return Profile.from_json(data, name)

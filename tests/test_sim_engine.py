@@ -16,16 +16,14 @@ from nightjar.sim import DraftKVMode, SimConfig, simulate, simulate_many
 from nightjar.sim.engine import Engine
 from nightjar.trace.trace import Trace, load_trace
 from tests.compiled import patches_the_simulator
-from tests.pools import with_kv_blocks
+from tests.pools import with_kv_blocks, without_window
 
 
 @pytest.fixture(scope="module")
 def a100() -> Profile:
     """The default profile without vicuna-13b's 2048-token window: the chunking tests
     here send a 3000-token prompt."""
-    data = load_profile(DEFAULT_PROFILE).to_json()
-    del data["memory"]["max_model_len"]
-    return Profile.from_json(data, DEFAULT_PROFILE)
+    return without_window(load_profile(DEFAULT_PROFILE), DEFAULT_PROFILE)
 
 
 def small_trace(n: int = 60, rate: float = 4.0, seed: int = 0, out: int = 40) -> Trace:

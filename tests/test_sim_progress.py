@@ -19,6 +19,7 @@ from nightjar.sim.engine import Engine
 from nightjar.sim.ledger import Ledger
 from nightjar.trace.trace import Trace
 from tests.hang import fails_after
+from tests.pools import without_window
 
 
 def trace_of(rows: list[tuple[float, int, int]]) -> Trace:
@@ -98,9 +99,7 @@ def test_a_lone_request_speculates_only_as_far_as_the_pool_lets_it(
 
 def test_with_offload_a_prompt_that_fits_only_without_the_draft_runs(a100: Profile) -> None:
     # A pool's worth of prompt: past vicuna-13b's window, so the window is taken away.
-    data = a100.to_json()
-    del data["memory"]["max_model_len"]
-    a100 = Profile.from_json(data, "unwindowed.json")
+    a100 = without_window(a100, "unwindowed.json")
     cap_with, cap_without = a100.memory.kv_blocks(True), a100.memory.kv_blocks(False)
     prompt = (cap_with + 5) * a100.memory.block_size  # fits only once the draft is out
     assert prompt + 8 <= cap_without * a100.memory.block_size
