@@ -39,10 +39,10 @@ from setuptools.command.build_py import build_py
 # everything off the hot path. (A compiled
 # policy does not pickle either: a policy is built from its spec where it runs.)
 COMPILED = [
+    "nightjar/core/acceptance.py",
     "nightjar/core/admission.py",
     "nightjar/core/driver.py",
     "nightjar/core/estimators.py",
-    "nightjar/core/ridge.py",
     "nightjar/policies/dsd.py",
     "nightjar/policies/lag.py",
     "nightjar/policies/nightjar_plus.py",

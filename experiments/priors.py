@@ -375,7 +375,7 @@ def read_csv(path: Path) -> list[Row]:
 
 
 # Code a kind's runs depend on, besides the simulator, profiles and traces.
-OURS_ONLY = ("policies/nightjar_plus.py", "policies/step_times.py", "core/ridge.py")
+OURS_ONLY = ("policies/nightjar_plus.py", "policies/step_times.py")
 
 
 def _fingerprint(kind: str) -> str:

@@ -267,6 +267,6 @@ def test_profile_less_nightjar_plus_learns_no_zero_step_time_from_a_prefill_heav
     # B = 64 is a new bucket; this step is all prefill by the estimate.
     pol.decide(ctx_at(64, SHORT, now=2.0))
     pol.observe(StepOutcome(0, 64, 0.05, 0, 0, 64, prefill_tokens=4000))
-    assert all(loss > 0.0 for loss in pol.losses(64, SHORT))
+    assert all(loss > 0.0 for loss in pol.losses(64, SHORT, pol.step_times(64, SHORT)))
     for i in range(500):  # exploration divides by the best arm's loss
         pol.decide(ctx_at(64, SHORT, now=3.0 + i * 0.05))

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from nightjar.core.estimators import EffectiveAcceptance, expected_tokens
+from nightjar.core.acceptance import EffectiveAcceptance
+from nightjar.core.estimators import expected_tokens
 from nightjar.core.policy import PolicyEnv
 from nightjar.core.types import StepContext, StepOutcome
 from nightjar.policies.lag import LagAttribution

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from nightjar.core.estimators import EffectiveAcceptance, expected_tokens
+from nightjar.core.acceptance import EffectiveAcceptance
+from nightjar.core.estimators import expected_tokens
 from nightjar.core.policy import PolicyEnv
 from nightjar.policies.harness import KneeLatency, run_loop
 from nightjar.policies.registry import make_policy

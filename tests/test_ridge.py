@@ -1,4 +1,4 @@
-"""The forgetting ridge regression (nightjar.core.ridge): its written-out k = 4 paths
+"""The forgetting ridge regression (nightjar.core.estimators): its written-out k = 4 paths
 must equal the general loops bit for bit, and the solve must solve."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nightjar.core.ridge import ForgettingRidge, _solve, _solve4
+from nightjar.core.estimators import ForgettingRidge, _solve, _solve4
 
 
 def _fitted(k: int, seed: int, steps: int = 200) -> ForgettingRidge:

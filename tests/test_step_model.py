@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nightjar.core.estimators import expected_tokens
+from nightjar.core.estimators import ForgettingRidge, expected_tokens
 from nightjar.core.policy import PolicyEnv
-from nightjar.core.ridge import ForgettingRidge
 from nightjar.policies.harness import KneeLatency, run_loop
 from nightjar.policies.registry import make_policy
 from nightjar.policies.step_times import NeutralBasis, ProfileBasis, StepModel

@@ -1,18 +1,17 @@
-"""Small numeric helpers the adaptive policies share.
+"""The pure-Python numerics a policy's decision runs on: bucket keys, the geometric
+law of tokens per step, and the online fits (the forgetting ridge regression that
+``nightjar+``'s step-time model and the rebuild cost fit; the prefill cost).
 
 Kept free of numpy so that a decision costs microseconds: every function here works
-on Python floats and ints, and the per-step ones avoid allocation.
+on Python floats and ints, and the per-step ones avoid allocation. Acceptance rates
+recovered from accepted drafts live in :mod:`nightjar.core.acceptance`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from collections.abc import Sequence
 
 from nightjar.errors import NightjarInputError
-
-# Acceptance rates are clipped below 1 so the geometric series stays finite and the
-# inversion below stays monotone; a perfect draft is not physical anyway.
-MAX_ALPHA = 0.999
 
 
 def bucket_of(batch_size: int) -> int:
@@ -57,106 +56,10 @@ def expected_tokens_all(alpha: float, gamma_max: int) -> list[float]:
     return out
 
 
-class AcceptanceInverter:
-    """Recovers a per-token acceptance rate from the mean accepted drafts per request.
-
-    Under the geometric law a request drafting ``g`` tokens accepts on average
-    ``m(a, g) = a (1 - a^g) / (1 - a)`` of them. ``accepted / drafted`` (vLLM's
-    "acceptance rate") underestimates ``a`` because drafts after the first
-    rejection count as rejected; inverting ``m`` does not. Tables on a fixed grid
-    of ``a`` keep the inversion a bisection, with no iteration at run time.
-    """
-
-    def __init__(self, gamma_max: int, grid: int = 400) -> None:
-        self._alphas = [MAX_ALPHA * i / grid for i in range(grid + 1)]
-        # _tables[g][i] = m(alphas[i], g), increasing in i for every g >= 1.
-        self._tables: list[list[float]] = [[0.0] * (grid + 1)]
-        for g in range(1, gamma_max + 1):
-            self._tables.append([expected_tokens(a, g) - 1.0 for a in self._alphas])
-
-    def invert(self, mean_accepted: float, gamma: int) -> float | None:
-        """The ``a`` with ``m(a, gamma) = mean_accepted``; ``None`` when gamma is 0."""
-        if gamma <= 0 or gamma >= len(self._tables):
-            return None
-        table = self._tables[gamma]
-        i = bisect_left(table, mean_accepted)
-        if i <= 0:
-            return 0.0
-        if i >= len(table):
-            return MAX_ALPHA
-        lo, hi = table[i - 1], table[i]
-        frac = (mean_accepted - lo) / (hi - lo) if hi > lo else 0.0
-        return self._alphas[i - 1] + frac * (self._alphas[i] - self._alphas[i - 1])
-
-
 def parse_no_arg(name: str, arg: str | None) -> None:
     """Policies without parameters reject ``name:anything`` instead of ignoring it."""
     if arg is not None:
         raise NightjarInputError(f"policy {name!r} takes no argument, got {arg!r}")
-
-
-class EffectiveAcceptance:
-    """Per-gamma "effective" acceptance: the ``a`` that makes the geometric mean match.
-
-    With a batch of unequal rates, the mean tokens per request at gamma g is
-    ``mean_i tau(a_i, g)``, larger than ``tau(mean a, g)`` for g >= 2 (tau is
-    convex in a). Inverting the observed mean at each gamma separately gives an
-    ``a_eff(g)`` that reproduces it; it equals the mean rate at g = 1 and rises
-    with g. A step of B requests carries ``min(1, B / evidence_batch)`` units of
-    evidence; the mean accepted drafts per request at each gamma is the
-    evidence-weighted mean of its first ``1 / alpha`` units, then an EMA, and is
-    inverted into ``a_eff``; a prior worth ``prior_weight`` units counts among them
-    (0: the first step replaces it). A gamma with under ``MIN_EVIDENCE`` units
-    borrows the best-supported gamma nearest to it.
-    Invariant: ``taus[g] == expected_tokens(estimate used for g, g)`` after every update.
-    """
-
-    MIN_EVIDENCE = 2.0
-
-    def __init__(
-        self, gamma_max: int, prior: float, alpha: float, evidence_batch: int,
-        prior_weight: float = 0.0,
-    ) -> None:
-        self._inv = AcceptanceInverter(gamma_max)
-        self._prior_weight = prior_weight
-        self._a = [prior] * (gamma_max + 1)
-        self._ev = [0.0] * (gamma_max + 1)
-        self._m = [expected_tokens(prior, g) - 1.0 for g in range(gamma_max + 1)]
-        self._horizon = 1.0 / alpha
-        self._evidence = evidence_batch
-        self.taus = [expected_tokens(prior, g) for g in range(gamma_max + 1)]
-        self._settled = False  # every gamma has MIN_EVIDENCE of its own
-
-    def _source(self, g: int) -> int:
-        if self._ev[g] >= self.MIN_EVIDENCE:
-            return g
-        known = [s for s in range(1, len(self._a)) if self._ev[s] >= self.MIN_EVIDENCE]
-        return min(known, key=lambda s: (abs(s - g), -self._ev[s])) if known else g
-
-    def mean(self) -> float:
-        """The batch's mean acceptance rate (the g = 1 estimate, else the nearest)."""
-        return self._a[self._source(1)] if len(self._a) > 1 else self._a[0]
-
-    def update(self, gamma: int, accepted: int, batch_size: float) -> None:
-        if not 0 < gamma < len(self._a):
-            return
-        ev = min(1.0, batch_size / self._evidence)
-        self._ev[gamma] += ev
-        w = ev / min(self._ev[gamma] + self._prior_weight, self._horizon)
-        # Average the observed means, then invert: inverting each noisy step first
-        # and averaging after would be biased (the inverse is not linear).
-        self._m[gamma] += w * (accepted / batch_size - self._m[gamma])
-        a = self._inv.invert(self._m[gamma], gamma)
-        if a is not None:
-            self._a[gamma] = a
-        if self._settled:
-            # Every gamma is its own source now (evidence only grows): only this
-            # gamma's estimate changed, so only its tau can (same values as the loop).
-            self.taus[gamma] = expected_tokens(self._a[gamma], gamma)
-            return
-        for g in range(1, len(self._a)):
-            self.taus[g] = expected_tokens(self._a[self._source(g)], g)
-        self._settled = all(e >= self.MIN_EVIDENCE for e in self._ev[1:])
 
 
 class PrefillCost:
@@ -222,8 +125,6 @@ class RebuildCost:
     PRECISION = (1e-8, 1e-4)
 
     def __init__(self) -> None:
-        from nightjar.core.ridge import ForgettingRidge
-
         self._fit = ForgettingRidge(2, 1.0 - 1.0 / self.MEMORY)
         self._theta = (0.0, 0.0)
         self.seen = 0
@@ -239,3 +140,142 @@ class RebuildCost:
     def predict(self, lag: float) -> float:
         c0, r = self._theta
         return max(c0 + r * lag / 1000.0, 0.0)
+
+
+class ForgettingRidge:
+    """Minimises ``sum_i f^(n-i) w_i (y_i - theta . x_i)^2 + sum_j p_j (theta_j - m_j)^2``.
+
+    The data term forgets (factor ``f`` per observation, a memory of about
+    ``1 / (1 - f)`` observations) and the prior term does not: where the data stop
+    exciting a direction, the estimate returns to the prior instead of drifting
+    ("covariance wind-up" of plain recursive least squares with forgetting). The
+    prior mean and precision are given at solve time, so a caller may centre one
+    model on another's current estimate (a hierarchy) without refitting.
+    Invariant: ``_a`` is the (symmetric) discounted sum of ``w x x^T``, ``_b`` of
+    ``w x y``, ``evidence`` of ``w``.
+    """
+
+    __slots__ = ("_a", "_b", "evidence", "forget", "k")
+
+    def __init__(self, k: int, forget: float) -> None:
+        if not 0.0 < forget <= 1.0:
+            raise ValueError(f"forgetting factor must be in (0, 1], got {forget}")
+        self.k = k
+        self.forget = forget
+        self._a = [[0.0] * k for _ in range(k)]
+        self._b = [0.0] * k
+        self.evidence = 0.0
+
+    def add(self, x: Sequence[float], y: float, weight: float = 1.0) -> None:
+        f = self.forget
+        b = self._b
+        if self.k == 4:  # (the profile basis: the loops below, written out)
+            x0, x1, x2, x3 = x
+            for i, row in enumerate(self._a):
+                wx = weight * x[i]
+                b[i] = f * b[i] + wx * y
+                row[0] = f * row[0] + wx * x0
+                row[1] = f * row[1] + wx * x1
+                row[2] = f * row[2] + wx * x2
+                row[3] = f * row[3] + wx * x3
+            self.evidence = f * self.evidence + weight
+            return
+        for i, row in enumerate(self._a):
+            wx = weight * x[i]
+            b[i] = f * b[i] + wx * y
+            for j in range(self.k):
+                row[j] = f * row[j] + wx * x[j]
+        self.evidence = f * self.evidence + weight
+
+    def solve(self, mean: Sequence[float], precision: Sequence[float]) -> list[float]:
+        """``theta`` for the prior ``mean`` with diagonal ``precision`` (all > 0)."""
+        if self.k == 4:
+            return _solve4(self._a, self._b, mean, precision)
+        return _solve(self._a, self._b, mean, precision)
+
+
+def _solve(a: list[list[float]], b: list[float], mean: Sequence[float],
+           precision: Sequence[float]) -> list[float]:
+    """Gaussian elimination on ``(A + P) theta = b + P m``: the matrix is symmetric
+    positive definite (a Gram matrix plus a positive diagonal), so no pivoting."""
+    k = len(b)
+    m = [row[:] for row in a]
+    v = b[:]
+    for i in range(k):
+        m[i][i] += precision[i]
+        v[i] += precision[i] * mean[i]
+    for i in range(k):
+        row_i = m[i]
+        piv = row_i[i]
+        v_i = v[i]
+        cols = range(i + 1, k)
+        for r in cols:
+            row_r = m[r]
+            f = row_r[i] / piv
+            if f:
+                # Column i below the pivot is never read again: not updated.
+                for c in cols:
+                    row_r[c] -= f * row_i[c]
+                v[r] -= f * v_i
+    out = [0.0] * k
+    for i in range(k - 1, -1, -1):
+        s = v[i]
+        row_i = m[i]
+        for c in range(i + 1, k):
+            s -= row_i[c] * out[c]
+        out[i] = s / row_i[i]
+    return out
+
+
+def _solve4(a: list[list[float]], b: list[float], mean: Sequence[float],
+            precision: Sequence[float]) -> list[float]:
+    """:func:`_solve` for k = 4, the loops written out: the same
+    operations in the same order (a test holds the two equal bit for bit), at a
+    fraction of the interpreter's cost; ``nightjar+`` solves three of these a step."""
+    (a00, a01, a02, a03), (a10, a11, a12, a13), (a20, a21, a22, a23), (a30, a31, a32, a33) = a
+    p0, p1, p2, p3 = precision
+    a00 += p0
+    a11 += p1
+    a22 += p2
+    a33 += p3
+    v0 = b[0] + p0 * mean[0]
+    v1 = b[1] + p1 * mean[1]
+    v2 = b[2] + p2 * mean[2]
+    v3 = b[3] + p3 * mean[3]
+    f = a10 / a00
+    if f:
+        a11 -= f * a01
+        a12 -= f * a02
+        a13 -= f * a03
+        v1 -= f * v0
+    f = a20 / a00
+    if f:
+        a21 -= f * a01
+        a22 -= f * a02
+        a23 -= f * a03
+        v2 -= f * v0
+    f = a30 / a00
+    if f:
+        a31 -= f * a01
+        a32 -= f * a02
+        a33 -= f * a03
+        v3 -= f * v0
+    f = a21 / a11
+    if f:
+        a22 -= f * a12
+        a23 -= f * a13
+        v2 -= f * v1
+    f = a31 / a11
+    if f:
+        a32 -= f * a12
+        a33 -= f * a13
+        v3 -= f * v1
+    f = a32 / a22
+    if f:
+        a33 -= f * a23
+        v3 -= f * v2
+    o3 = v3 / a33
+    o2 = (v2 - a23 * o3) / a22
+    o1 = (v1 - a12 * o2 - a13 * o3) / a11
+    o0 = (v0 - a01 * o1 - a02 * o2 - a03 * o3) / a00
+    return [o0, o1, o2, o3]

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nightjar.core.estimators import MAX_ALPHA
+from nightjar.core.acceptance import MAX_ALPHA
 
 # What the population's mean rate is worth in a request's posterior, in steps: a
 # request's own rate takes over within a handful of its steps (a 20-step answer is

@@ -25,7 +25,7 @@ gamma:
   composition is tracked as it changes, and a gamma whose extra tokens short answers
   cannot use is not credited with them. Elsewhere, per-gamma effective acceptance
   rates recovered by inverting the observed accepted drafts
-  (:class:`nightjar.core.estimators.EffectiveAcceptance`), so a batch of unequal rates
+  (:class:`nightjar.core.acceptance.EffectiveAcceptance`), so a batch of unequal rates
   is priced right at every gamma. Learned from the first speculating step, starting
   from the deployment's prior rate where it has one (``PolicyEnv.acceptance_prior``),
   which is also the population mean a new request starts from;
@@ -60,8 +60,9 @@ import random
 from collections import deque
 from collections.abc import Sequence
 
+from nightjar.core.acceptance import EffectiveAcceptance
 from nightjar.core.drafter import drafter_kind
-from nightjar.core.estimators import EffectiveAcceptance, RebuildCost
+from nightjar.core.estimators import RebuildCost
 from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.request_acceptance import RequestAcceptance
 from nightjar.core.types import StepContext, StepOutcome
@@ -171,20 +172,19 @@ class NightjarPlusPolicy:
         """Predicted seconds of a decode step at every gamma (tests, diagnostics)."""
         return self._times.times(batch_size, context_len)
 
-    def losses(self, batch_size: int, context_len: float,
-               times: list[float] | None = None,
+    def losses(self, batch_size: int, context_len: float, times: list[float],
                taus: list[float] | None = None) -> list[float]:
         """Predicted per-token latency of every gamma, switch penalty included
-        (``times``: the cell's predicted step times, where the caller has them;
-        ``taus``: tokens per request at each gamma, the batch's estimate if None).
+        (``times``: the step's predicted seconds at each gamma, from the one view of
+        its cell a decision reads; ``taus``: tokens per request at each gamma, the
+        batch's estimate if None).
 
         The rebuild re-reads what the running requests emitted while the draft was
         off, which cannot exceed their contexts: after a long off-run under load the
         requests that were running then are mostly gone.
         """
-        t = times if times is not None else self._times.times(batch_size, context_len)
         tau = taus if taus is not None else self.taus()
-        out = [t[g] / tau[g] for g in range(self.arms)]
+        out = [times[g] / tau[g] for g in range(self.arms)]
         if self._off:
             # Turning on now pays the rebuild over every token the draft missed.
             cost = self._rebuild.predict(self._lag_now(batch_size, context_len))

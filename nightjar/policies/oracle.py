@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nightjar.core.estimators import MAX_ALPHA, expected_tokens_all, parse_no_arg
+from nightjar.core.acceptance import MAX_ALPHA
+from nightjar.core.estimators import expected_tokens_all, parse_no_arg
 from nightjar.core.policy import Policy, PolicyEnv
 from nightjar.core.powers import powers
 from nightjar.core.types import LatencyModel, StepContext, StepOutcome

@@ -3,7 +3,7 @@ from every step that runs, so that evidence at one gamma prices every other.
 
 ``T(B, g, c, p)`` (batch, gamma, mean context, prompt tokens in the same step) is a
 linear function of a few features of the step, ``theta . phi``; ``theta`` is fitted
-online by :class:`nightjar.core.ridge.ForgettingRidge` on relative residuals (each
+online by :class:`nightjar.core.estimators.ForgettingRidge` on relative residuals (each
 step weighs ``1 / T^2``, so a 300 ms step does not drown a 20 ms one), at two levels:
 
 - **global**: one ``theta`` for all batch sizes, contexts and gammas, shrunk toward
@@ -48,8 +48,7 @@ from collections.abc import Iterable
 from operator import mul
 from typing import NamedTuple, Protocol
 
-from nightjar.core.estimators import bucket_of, context_bucket_of
-from nightjar.core.ridge import ForgettingRidge
+from nightjar.core.estimators import ForgettingRidge, bucket_of, context_bucket_of
 from nightjar.core.types import LatencyModel
 
 # Context length is quantised to this many tokens for the prior's lookups: step
