@@ -54,6 +54,35 @@ def test_a_wrong_cost_of_speculating_is_split_from_the_scale_by_two_gammas() -> 
         assert model.times(32, CTX)[g] == pytest.approx(truth.step_time_s(32, g, CTX), rel=0.03)
 
 
+H100_TP2 = "h100-80gb-tp2/deepseek-r1-distill-qwen-32b+qwen2.5-0.5b"
+
+
+def test_an_exact_table_stays_exact_while_context_grows_under_gamma_0() -> None:
+    """A table that is the truth must price gamma 1 right after a long stretch of gamma
+    0 at growing contexts (H100-TP2 at B 250: its prior read a quantum away from the
+    observed context put gamma 1 2-5% dear and kept speculation off for 50 s)."""
+    truth = load_profile(H100_TP2)
+    model = StepModel(ProfileBasis(truth, 4), 4)
+    b = 250
+    for i in range(300):  # speculation ran at short contexts ...
+        ctx = 280.0 + (i % 40)
+        model.learn(b, 1, truth.step_time_s(b, 1, ctx), ctx)
+    for i in range(1500):  # ... then gamma 0 alone while the answers grew
+        ctx = 300.0 + 220.0 * i / 1500
+        model.learn(b, 0, truth.step_time_s(b, 0, ctx), ctx)
+    for ctx in (450.0, 515.0):
+        for g in (0, 1):
+            assert model.times(b, ctx)[g] == pytest.approx(truth.step_time_s(b, g, ctx), rel=0.003)
+
+
+def test_the_prior_is_read_at_the_observed_context() -> None:
+    truth = load_profile(H100_TP2)
+    basis = ProfileBasis(truth, 4)
+    for ctx in (0.0, 100.0, 300.0, 333.3, 512.0, 1000.5):
+        exact = [truth.step_time_s(250, g, ctx) for g in range(5)]
+        assert basis.prior_times(250, ctx) == pytest.approx(exact, rel=2e-3)
+
+
 def test_a_batch_dependent_error_is_corrected_where_each_batch_ran() -> None:
     truth = load_profile(RTX)
     model = StepModel(ProfileBasis(BatchScaledLatency(truth, 1.3, 0.8), 3), 3)
