@@ -2,7 +2,7 @@
 
     .venv/bin/python experiments/validation_traces.py [--write] [--profile P.json] [--seeds 3]
 
-Three traces for the CPU engine and the tiny pair (``python -m nightjar.live.tiny``),
+Four traces for the CPU engine and the tiny pair (``python -m nightjar.live.tiny``),
 shipped in ``nightjar/trace/bundled/`` (``--write`` regenerates them from the recipes below),
 each sized so that one live run of one policy takes about 1-3 minutes on the 2-core
 machine:
@@ -15,7 +15,12 @@ machine:
   ``B (1 + gamma)`` tokens costs ~linearly more and the draft's KV and budget slots
   take room the queue needs;
 - ``live-shift``: calm, overload, calm (0.25 -> 4 -> 0.25 req/s), so an adaptive policy
-  must speculate, stop, and speculate again.
+  must speculate, stop, and speculate again;
+- ``live-ramp``: a ramp through saturation to past it (1.5 -> 4 -> 6 -> 1 req/s): every
+  policy, nospec included, runs batches of 49-64 (13-36% of the simulated step time on
+  the measured tiny-pair profile, where ``live-spec-loses`` gives nospec 1%), so a
+  profile fitted from its steps covers the batches where ``live-spec-loses`` is priced
+  (issue 41) without being that trace.
 
 The recipes follow from the cost model, not from live outcomes: low load is where a
 memory-bound step makes speculation pay, overload where a compute-bound one makes it
@@ -69,6 +74,16 @@ RECIPES: dict[str, dict[str, Any]] = {
         "segments": [_segment(40, 0.25, 1.0, **CHAT, **LONG_ANSWER),
                      _segment(25, 4.0, 0.6, **CHAT, **SHORT_ANSWER),
                      _segment(45, 0.25, 1.0, **CHAT, **LONG_ANSWER)],
+    },
+    "live-ramp": {
+        "description": "Validation (CPU engine, tiny pair): a ramp through saturation "
+        "(1.5 req/s for 15 s, 4 for 20 s, 6 for 20 s, bursty, then 1 for 15 s; answers of "
+        "48-96 tokens): every policy runs batches of 49-64, nospec included.",
+        "seed": 2104,
+        "segments": [_segment(15, 1.5, 1.0, **CHAT, **SHORT_ANSWER),
+                     _segment(20, 4.0, 0.8, **CHAT, **SHORT_ANSWER),
+                     _segment(20, 6.0, 0.8, **CHAT, **SHORT_ANSWER),
+                     _segment(15, 1.0, 1.0, **CHAT, **SHORT_ANSWER)],
     },
 }
 

@@ -10,7 +10,7 @@
 #   REPEATS=4 TRACES="live-spec-wins live-shift" bash scripts/agreement.sh OUT
 #
 # Environment: VENV (default .venv-live, built by scripts/install-live.sh), REPEATS
-# (rounds per trace, default 3), TRACES (bundled names or paths; default the three
+# (rounds per trace, default 3), TRACES (bundled names or paths; default the four
 # validation traces), HOLDOUT_SEED (seed of the held-out trace generated here, one
 # the profile and the trace design never saw; default 2027), POLICIES (default the
 # five of the goal). Writes OUT/profile.json, OUT/bench-<trace>/, OUT/validate-<trace>/
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-live}
 OUT=${1:-reports/agreement-$(date +%Y%m%d-%H%M)}
 REPEATS=${REPEATS:-3}
-TRACES=${TRACES:-"live-spec-wins live-spec-loses live-shift"}
+TRACES=${TRACES:-"live-spec-wins live-spec-loses live-shift live-ramp"}
 HOLDOUT_SEED=${HOLDOUT_SEED:-2027}
 POLICIES=${POLICIES:-"nospec fixed:3 nightjar nightjar-code nightjar+"}
 PY="$VENV/bin/python"
