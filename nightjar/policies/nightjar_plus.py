@@ -34,10 +34,9 @@ gamma:
   KV-bound even at large batches (MagicDec, arXiv 2408.11049);
 - switch cost: turning speculation on pays C_switch, learned per missed token (the
   draft must re-read what it skipped) and predicted from the tokens emitted since
-  speculation stopped, capped at the running requests' contexts; turning it off
-  commits to a later rebuild, priced at the average observed C_switch; each
-  amortised over the typical length of the run (speculating, or not) that the
-  toggle starts;
+  speculation stopped, capped at the running requests' contexts, amortised over the
+  typical length of a speculation run. Turning it off is not priced (``OFF_COMMIT``
+  0; docs/policies.md says why);
 - looking again: where the means say gamma 0, which teaches nothing about acceptance,
   the speculating lengths are priced with the batch's mean rate ``OPTIMISM``
   posterior standard deviations higher, and run if they then win;
