@@ -16,6 +16,7 @@ from nightjar.live.profiling.build import (
     EngineRun,
     Window,
     mixed_cells,
+    mixed_counts,
     mixed_rows,
     mixed_rows_rebased,
 )
@@ -136,6 +137,8 @@ def test_profiler_mixed_cells_subtract_the_windows_own_decode_steps() -> None:
     assert (cell.added_ms, cell.decode_ms, cell.context, cell.steps) == (
         pytest.approx(400.0), pytest.approx(100.0), 40.0, 1)
     assert mixed_rows(run, (8,), (256,)) == [[8, 256, pytest.approx(400.0)]]
+    # The profile records what each cell is the median of; the split window ran none.
+    assert mixed_counts(run, (8,), (256, 1024)) == [[8, 256, 1], [8, 1024, 0]]
     # Added to a profile measured at another load: in that profile's time base, by the
     # ratio to the decode step of the same window (here the profile's is 1.5x faster).
     seen: list[tuple[int, float]] = []

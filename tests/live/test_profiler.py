@@ -97,8 +97,14 @@ def test_measured_profile_loads_with_provenance(measured: Path) -> None:
     assert 0.5 < mean < 1.0 and conc >= 1.0  # the agreeing pair accepts most drafts
     # Mixed steps: B decodes and n prompt tokens in one step, what the prompts add.
     assert p.has_mixed and (p.mixed_batch_sizes, p.mixed_tokens) == ((1, 8), (64, 256))
+    assert "--mixed-tokens 64,256" in data["command"]
+    # Each cell is a difference of two medians taken seconds apart, clipped at 0: on a
+    # loaded machine it can be 0 (issue 40), so what is asserted is that the engine ran
+    # each cell's steps (B decodes and exactly n prompt tokens in one step).
+    mixed_steps = {(b, n): k for b, n, k in data["measured"]["mixed_steps"]}
+    assert set(mixed_steps) == {(1, 64), (1, 256), (8, 64), (8, 256)}
+    assert min(mixed_steps.values()) >= 1, mixed_steps
     assert all(row[2] >= 0 for row in data["mixed"])
-    assert p.mixed_added_s(8, 256) > 0 and "--mixed-tokens 64,256" in data["command"]
     # The wake: a row per pause (what it adds is the machine's, >= 0 by construction).
     assert [row[0] for row in data["wake"]] == [0.2, 0.6]
     assert p.wake_s(0.6) == pytest.approx(data["wake"][1][1] / 1e3)

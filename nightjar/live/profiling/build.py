@@ -252,6 +252,16 @@ def _mixed_grid(
     ]
 
 
+def mixed_counts(
+    run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...]
+) -> list[list[int]]:
+    """``[B, tokens, steps]``: how many mixed steps (B decodes and exactly that many
+    prompt tokens in one step) each ``mixed`` cell is the median of; 0 where none ran."""
+    cells = mixed_cells(run)
+    return [[b, n, cells[(b, n)].steps if (b, n) in cells else 0]
+            for b in batch_sizes for n in tokens]
+
+
 def mixed_rows_rebased(
     run: EngineRun, batch_sizes: tuple[int, ...], tokens: tuple[int, ...],
     decode_ms: Callable[[int, float], float],

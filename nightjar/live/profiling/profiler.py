@@ -54,6 +54,7 @@ from nightjar.live.profiling.build import (
     decode_rows,
     memory_facts,
     mixed_cells,
+    mixed_counts,
     mixed_rows,
     mixed_rows_rebased,
     prefill_rows,
@@ -234,6 +235,8 @@ def assemble(plan: ProfilePlan, runs: dict[str, EngineRun]) -> dict[str, Any]:
             "acceptance_requests": acc[2] if acc else 0,
             # [B, gamma, context, clean steps]: what each decode cell is the median of.
             "decode_steps": decode_counts(grid, nodraft, draft),
+            # [B, prompt tokens, mixed steps]: what each mixed cell is the median of.
+            "mixed_steps": mixed_counts(nodraft, plan.mixed_batch_sizes, plan.mixed_tokens),
             "engines": {label: {"steps": len(r.steps), "windows": len(r.windows)}
                         for label, r in runs.items()},
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
