@@ -9,6 +9,8 @@ gets a step-time prior measured by an earlier run of the same engine (a
 ``cycle`` policy walking gamma 0..3 at B = 1, 8 and 64), like ``nightjar live
 --profile DIR/<policy>/step_table.json``. The paper's ``nightjar`` (no prior) does
 not learn this within these few hundred steps; docs/live.md has its numbers.
+Each phase is judged on its second half, where the policy has settled, and only
+where the policy's own steps in that phase show the trade-off it is judged on.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from nightjar.live.profiling.latency import StepTable
 from nightjar.live.settings import LiveSettings
 from nightjar.live.steplog import read_log
 
-BASE = dict(max_model_len=512, max_num_seqs=64, kv_cache_bytes=512 << 20)
+BASE: dict[str, Any] = dict(max_model_len=512, max_num_seqs=64, kv_cache_bytes=512 << 20)
 
 
 def _phases(
@@ -54,13 +56,26 @@ def _per_token(steps: list[StepRecord], speculating: bool) -> float | None:
     return sum(s.step_time_s for s in mine) / sum(s.emitted for s in mine) if mine else None
 
 
-def _low_load_held(steps: list[StepRecord]) -> bool:
-    """Whether, in the policy's own run, speculating steps at B = 1 were cheaper per token
-    than its gamma-0 steps: the premise measured in the same minutes as the choice (the
-    calibration run before it can be minutes and a busy neighbour away: CI once saw the
-    policy keep gamma 0 at B = 1 after its speculating steps there ran slow)."""
+def _premise_held(steps: list[StepRecord], speculation_pays: bool, plain_prior: float) -> bool:
+    """Whether, in the policy's own run, speculating steps were cheaper per token than
+    gamma 0 (``speculation_pays``) or dearer (not): the premise measured in the same
+    minutes as the choice. Gamma 0 is the phase's own gamma-0 steps, or the prior's
+    figure where the policy ran none. The calibration run can be minutes and a busy
+    neighbour away: CI once saw the policy keep gamma 0 at B = 1 after its speculating
+    steps there ran slow, and speculate at B = 64 beside two CPU hogs."""
     spec, plain = _per_token(steps, True), _per_token(steps, False)
-    return spec is None or plain is None or spec < plain
+    if spec is None:
+        return True
+    plain = plain_prior if plain is None else plain
+    return spec < plain if speculation_pays else spec > plain
+
+
+def _settled(steps: list[StepRecord]) -> list[StepRecord]:
+    """The phase's second half: the steps chosen after the policy had seen the new
+    batch size for as long again. Its first steps at a new batch size are exploration
+    by design; beside two CPU hogs, two slow gamma-3 steps at B = 1 once cost the
+    first 18 steps of a 65-step phase before it went back to speculating."""
+    return steps[len(steps) // 2 :]
 
 
 def _trail(name: str, steps: list[StepRecord]) -> str:
@@ -112,15 +127,18 @@ def test_nightjar_plus_speculates_at_low_load_only(
     low1 = [s for s in steps if s.time_s < ends[0]]
     high = [s for s in steps if ends[0] < s.time_s < ends[1] and s.batch_size >= 32]
     low2 = [s for s in steps if s.time_s > ends[1]]
-    shares = [_spec_share(p) for p in (low1, high, low2)]
-    print(f"share of steps with gamma > 0 (B=1, B>=32, B=1): {shares}")
-    seen = "; ".join(_trail(name, phase) for name, phase in (("B=1", low1), ("B=1 again", low2)))
+    phases = (("B=1", low1, True), ("B>=32", high, False), ("B=1 again", low2, True))
+    plain_prior = (per_token[0][0], per_token[1][0], per_token[0][0])
+    shares = [_spec_share(_settled(p)) for _, p, _ in phases]
+    print(f"share of settled steps with gamma > 0 (B=1, B>=32, B=1): {shares}")
+    seen = "; ".join(_trail(name, phase) for name, phase, _ in phases)
     print(seen)
     assert min(len(low1), len(high), len(low2)) >= 20
-    for phase, share in ((low1, shares[0]), (low2, shares[2])):
-        if share < 0.8 and not _low_load_held(phase):
-            pytest.skip("in the policy's own run speculation did not pay at B = 1 (s per "
-                        f"token: speculating {_per_token(phase, True)}, gamma 0 "
-                        f"{_per_token(phase, False)}); shares {shares}")
+    for (name, phase, pays), share, prior_s in zip(phases, shares, plain_prior, strict=True):
+        wrong = share < 0.8 if pays else share > 0.2
+        if wrong and not _premise_held(phase, pays, prior_s):
+            pytest.skip(f"in the policy's own run speculation {'did not pay' if pays else 'paid'}"
+                        f" at {name} (s per token: speculating {_per_token(phase, True)}, "
+                        f"gamma 0 {_per_token(phase, False)}); shares {shares}")
     assert shares[0] >= 0.8 and shares[2] >= 0.8, seen
-    assert shares[1] <= 0.2
+    assert shares[1] <= 0.2, seen
