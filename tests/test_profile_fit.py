@@ -105,6 +105,23 @@ def test_the_grid_spreads_a_sample_by_the_lookups_weights() -> None:
     assert grid.correction()[1, 0] == pytest.approx(np.exp(1.0 / (1.0 + PRIOR_STEPS)))
 
 
+
+def test_an_error_growing_along_a_segment_is_fitted_at_both_ends() -> None:
+    # Steps cost more than priced by a share growing from 0 at B = 32 to 15% at 64, and
+    # most steps sit near 32 (as decode steps on the CPU engine did). A cell's mean of
+    # what reached it lets those steps set the 64 cell too (about 1.06); the fit through
+    # the lookup's interpolation prices both kinds of step as measured.
+    grid = RatioGrid([32.0, 64.0], [0.0])
+    truth = {36.0: 2000, 60.0: 200}  # batch size -> steps: enough that the base weighs little
+    for b, n in truth.items():
+        grid.add(np.full(n, b), np.zeros(n), np.full(n, 0.15 * (b - 32.0) / 32.0))
+    f = grid.correction()[:, 0]
+    for b in truth:
+        a = (b - 32.0) / 32.0
+        priced = (1 - a) * f[0] + a * f[1]  # a base of 1 at both cells
+        assert priced == pytest.approx(np.exp(0.15 * a), rel=0.015)
+    assert f[1] > 1.12
+
 def test_the_fitted_profile_says_what_it_fitted(tmp_path: Path, capsys: Any) -> None:
     base = load_profile(BASE)
     data, _ = fit_profile(list(runs_on(SLOWER)), base, sources=["a", "b"])

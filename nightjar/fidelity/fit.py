@@ -10,11 +10,13 @@ cell where the runs have evidence:
   simulator's own price function) and its log ratio measured / priced is spread over
   the table cells its price interpolates between, with the same bilinear weights
   (:class:`nightjar.fidelity.ratio_grid.RatioGrid`);
-- a cell's correction is the weighted mean of the log ratios that reached it, shrunk
-  toward 0 (the base) as if the base were :data:`PRIOR_STEPS` steps of its own; its
-  evidence (``n``, the weight that reached it) and the standard error of its log ratio
-  go into the file (``measured.fit``), so ``profile --show`` says which cells the runs
-  set and which still come from the base;
+- the cells' corrections are the least-squares fit of those log ratios through the
+  same interpolation (so a price that errs more toward one end of a segment is fitted
+  at both ends), shrunk toward 0 (the base) as if the base were :data:`PRIOR_STEPS`
+  steps of its own (:meth:`RatioGrid.correction`); a cell's evidence (``n``, the
+  weight that reached it) and the standard error of its log ratio go into the file
+  (``measured.fit``), so ``profile --show`` says which cells the runs set and which
+  still come from the base;
 - tables, in order, each on what the earlier ones left: the decode table (pure decode
   steps, draft and verify columns scaled with the step), the mixed table (a mixed
   step's measured time less its fitted decode part and its draft's prefill: what the
