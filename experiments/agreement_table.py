@@ -3,7 +3,7 @@
     .venv/bin/python experiments/agreement_table.py OUT [TAG] > OUT/table.md
 
 With TAG, the validations are ``OUT/validate-TAG-<trace>/`` (the same benchmarks
-validated another way: ``--time-base round``, or against ``OUT/profile-TAG.json``
+validated another way: ``--time-base round`` or ``run``, or against ``OUT/profile-TAG.json``
 where that exists).
 
 Reads ``OUT/profile.json`` (its ``measured`` header: when, how long, the load, the CPU

@@ -51,17 +51,23 @@ def subset(bench: Path, rounds: set[int], dest: Path) -> Path:
     return dest
 
 
+# (label, which profile, time base): every held-out benchmark is validated each way.
+PROFILES = (("measured", "measured", "profile"), ("fitted", "fitted", "profile"),
+            ("measured (run base)", "measured", "run"), ("fitted (run base)", "fitted", "run"))
 PAIRS: list[pd.DataFrame] = []  # every validation's pairs.csv, tagged like its errors
 
 
 def validate_both(held: Path, base: Path, fitted: Path, folder: Path, **tags: str
                   ) -> list[pd.DataFrame]:
-    """``nightjar validate`` over ``held`` on the measured and on the fitted profile."""
+    """``nightjar validate`` over ``held`` on the measured and on the fitted profile, at
+    each profile's own speed and at each run's (``--time-base run``)."""
     frames = []
-    for label, profile in (("measured", base), ("fitted", fitted)):
-        out = folder.parent / f"{folder.name}-{label}"
-        nightjar("validate", "--live-run", str(held), "--profile", str(profile),
-                 "--out", str(out), "--force")
+    for label, profile, time_base in PROFILES:
+        out = folder.parent / (f"{folder.name}-{profile}"
+                               + ("-run-base" if time_base == "run" else ""))
+        nightjar("validate", "--live-run", str(held),
+                 "--profile", str(base if profile == "measured" else fitted),
+                 "--time-base", time_base, "--out", str(out), "--force")
         frames.append(pd.read_csv(out / "errors.csv").assign(profile=label, **tags))
         PAIRS.append(pd.read_csv(out / "pairs.csv").assign(profile=label, **tags))
     return frames
@@ -140,7 +146,11 @@ def report(table: pd.DataFrame, fits: list[str], args: argparse.Namespace) -> st
            "benchmarks' live steps on the measured profile, then `nightjar validate` "
            "replays the held-out benchmark on the measured and on the fitted profile. "
            "Entries: simulated minus live, % of live, mean ± 95% half-width over the "
-           "benchmark's rounds. A second set of tables fits each trace's odd rounds and "
+           "benchmark's rounds; \"(run base)\": each run priced at its own speed "
+           "(`--time-base run`: the profile times the median live / priced ratio of the "
+           "run's own pure decode steps), which takes out the machine's drift between "
+           "runs and leaves the profile's shape and the scheduling. A second set of "
+           "tables fits each trace's odd rounds and "
            "validates its even ones: the same deployment's earlier runs, as a user "
            "refining a profile from their own runs has them. \"Within 10%\" counts the "
            "entries whose mean error is at most 10% either way (`nightjar validate`'s "
@@ -150,19 +160,21 @@ def report(table: pd.DataFrame, fits: list[str], args: argparse.Namespace) -> st
                  else f"`{trace}`: fitted on its odd rounds, validated on its even ones")
         rounds = int(part["rounds"].max())
         out += [f"## {title}", "", f"{rounds} round(s) validated.", "",
-                "| policy | metric | measured profile | fitted profile |", "|---|---|---|---|"]
+                "| policy | metric | " + " | ".join(f"{label} profile" for label, _, _ in
+                                                   PROFILES) + " |",
+                "|---|---|" + "---|" * len(PROFILES)]
         for (policy, metric), rows in part.groupby(["policy", "metric"], sort=False):
             if metric not in METRICS:
                 continue
             by = {r["profile"]: cell(r) for _, r in rows.iterrows()}
-            out.append(f"| {policy} | {METRICS[metric]} | {by.get('measured', '-')} | "
-                       f"{by.get('fitted', '-')} |")
+            out.append(f"| {policy} | {METRICS[metric]} | "
+                       + " | ".join(by.get(label, "-") for label, _, _ in PROFILES) + " |")
         judged = part[part["metric"].isin(METRICS)]
         within = {label: int(rows["within_10"].astype(bool).sum())
                   for label, rows in judged.groupby("profile")}
         total = int((judged["profile"] == "measured").sum())
-        out += ["", f"Within 10%: measured {within.get('measured', 0)} of {total}, fitted "
-                f"{within.get('fitted', 0)} of {total}.", ""]
+        out += ["", "Within 10%: " + "; ".join(f"{label} {within.get(label, 0)} of {total}"
+                                               for label, _, _ in PROFILES) + ".", ""]
         pairs = pd.concat(PAIRS, ignore_index=True)
         mine = pairs[(pairs["split"] == split) & (pairs["trace"] == trace)]
         if len(mine):

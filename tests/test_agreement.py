@@ -128,6 +128,32 @@ def test_the_round_time_base_prices_each_round_at_its_machines_speed(
     assert replay.loc[replay["policy"] == "nospec", "error_pct"].abs().max() < 1e-6
 
 
+def test_the_run_time_base_prices_each_run_at_its_own_speed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Round 2's nospec ran at 1.3x; the "engine" took each run at its own speed, and so
+    # does the run time base, twin or not.
+    bench = _bench(tmp_path, speeds=(1.0, 1.3, 0.8))
+    assert main(["validate", "--live-run", str(bench), "--profile", PROFILE,
+                 "--time-base", "run", "--out", str(tmp_path / "run")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "round 2 nospec x1.300, fixed:3 x1.300, nospec#2 x1.300" in out
+    errors = pd.read_csv(tmp_path / "run" / "errors.csv").set_index("policy")
+    assert errors.loc["nospec", "error_pct"].abs().max() < 1e-6
+    assert errors.loc["fixed:3", "error_pct"].abs().max() < 5.0
+
+
+def test_the_run_time_base_needs_a_decode_step() -> None:
+    from nightjar.core.records import RunResult
+    from nightjar.errors import NightjarInputError
+    from nightjar.fidelity.time_base import run_time_base
+
+    empty = RunResult(policy="nospec", engine="live", trace="t", profile=PROFILE, seed=0,
+                      duration_s=0.0)
+    with pytest.raises(NightjarInputError, match="no pure decode step"):
+        run_time_base(empty, load_profile(PROFILE), sync=False)
+
+
 def test_the_round_time_base_needs_the_noise_twin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

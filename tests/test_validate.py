@@ -4,6 +4,7 @@ profile twice as slow shows +100%, and bad run folders are one-line errors."""
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from nightjar.cli import main
@@ -82,6 +83,23 @@ def test_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                  "--time-base", "round"]) == 2
     err = capsys.readouterr().err
     assert "needs a benchmark folder" in err and err.count("\n") == 1
+
+
+def test_the_run_time_base_takes_out_a_run_made_on_a_slower_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    result = simulate(load_trace("steady_low"), profile.scaled(1.5), "nospec")
+    write_all(ResultSet.build([result]), tmp_path / "runs")
+    argv = ["validate", "--live-run", str(tmp_path / "runs" / "nospec"), "--profile",
+            DEFAULT_PROFILE]
+    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*argv, "--time-base", "run", "--out", str(tmp_path / "own")]) == 0
+    assert "priced on the profile times its own time base, x1.500" in capsys.readouterr().out
+    plain, own = (pd.read_csv(tmp_path / d / "summary_comparison.csv").set_index("metric")
+                  for d in ("plain", "own"))
+    assert plain.loc["tpot_s_mean", "error_pct"] < -20.0  # priced at the profile's speed
+    assert abs(own.loc["tpot_s_mean", "error_pct"]) < 1e-6
 
 
 def test_agreement_ranks_policies_and_catches_a_swap(tmp_path: Path) -> None:

@@ -47,10 +47,11 @@ def add_parser(sub: Any) -> None:
                    help="compare even when the live runs and a measured profile ran under "
                    "different CPU thread bindings (by default refused: the profile would "
                    "price every step of the run wrong)")
-    p.add_argument("--time-base", choices=("profile", "round"), default="profile",
+    p.add_argument("--time-base", choices=("profile", "round", "run"), default="profile",
                    help="round (a benchmark folder only): price each run at its machine's "
                    "speed, the profile scaled by its round's reference runs (the noise "
-                   "twins); profile: at the profile's own")
+                   "twins); run: each run at its own speed, the profile scaled by the "
+                   "run's own pure decode steps; profile: at the profile's own")
     # The simulator settings that describe the live run, with `nightjar live`'s defaults.
     add_run_flags(p, only=LIVE_RUN_FIELDS, defaults=LIVE_DEFAULTS)
     p.add_argument("--out", type=Path, default=None, help="write validation CSVs here")
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         step_replay,
         trace_of,
     )
+    from nightjar.fidelity.time_base import run_time_base
     from nightjar.profile.profile import load_profile
     from nightjar.results.bench import is_bench
     from nightjar.results.outdir import check_out_dir, staged_out_dir
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         from nightjar.commands.validate_bench import run_bench_validation
 
         return run_bench_validation(args)
-    if args.time_base != "profile":
+    if args.time_base == "round":
         raise NightjarInputError("--time-base round needs a benchmark folder "
                                  "(`nightjar bench live --out DIR`): its rounds' reference runs")
     # Every input before any output: the settings, the profile, the runs, the CPU
@@ -89,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = settle(config, profile, spell=flag_of).knobs
     for live in runs:  # a request the profile's pool can never hold fails here, not later
         servable(trace_of(live), profile, cfg)
+    sync = args.draft_kv == "sync"
+    # Each run's own speed (--time-base run), or the profile's: known before any output.
+    bases = [None if args.time_base == "profile" else run_time_base(live, profile, sync)
+             for live in runs]
     if args.out is not None:
         check_out_dir(args.out, args.force)
     console = Console()
@@ -107,13 +113,18 @@ def run(args: argparse.Namespace) -> int:
     with staged as tmp:
         pairs = []
         seen: dict[str, int] = {}
-        for live in runs:
+        for live, base in zip(runs, bases, strict=True):
             seen[live.policy] = seen.get(live.policy, 0) + 1
-            sim = simulate(trace_of(live), profile, live.policy, cfg)
+            prof = profile
+            if base is not None:
+                prof = profile.scaled(base)
+                console.print(f"{live.policy}: priced on the profile times its own time "
+                              f"base, x{base:.3f}")
+            sim = simulate(trace_of(live), prof, live.policy, cfg)
             pairs.append((live, sim))
             summary = compare_summaries(live, sim)
             try:
-                steps = step_model_error(live, profile)
+                steps = step_model_error(live, prof)
             except NightjarInputError as exc:
                 if len(runs) == 1:
                     raise
@@ -129,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 console.print(_table(steps.by_bucket, "step time by batch size and gamma"))
                 if tmp is not None and len(runs) == 1:
                     steps.by_bucket.to_csv(tmp / "step_model.csv", index=False)
-            replay = step_replay(live, profile, args.draft_kv == "sync")
+            replay = step_replay(live, prof, sync)
             console.print(_table(replay, f"{live.policy}: every live step priced by the "
                                  "simulator (same composition)"))
             console.print(_table(summary, f"{live.policy}: live vs sim on {live.trace}"))

@@ -11,7 +11,9 @@ intervals, the noise floor, and every live step priced by the simulator per kind
 term the profile models. Each round's reference runs (the noise floor's twins: one
 policy run twice) give the round's time base (:func:`nightjar.fidelity.compare.time_base`), and
 every run of the round is simulated and replayed on the profile scaled by it; a twin
-by the other twin's, so that no run is priced from its own steps.
+by the other twin's, so that no run is priced from its own steps. ``--time-base run``
+prices each run at its own steps' factor instead
+(:func:`nightjar.fidelity.time_base.run_time_bases`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     from nightjar.commands.validate_common import table as _table
     from nightjar.fidelity.agreement import JUDGED, bench_agreement
     from nightjar.fidelity.compare import step_replay, trace_of
-    from nightjar.fidelity.time_base import replay_by_kind, time_base_line, time_bases
+    from nightjar.fidelity.time_base import (
+        replay_by_kind,
+        run_base_line,
+        run_time_bases,
+        time_base_line,
+        time_bases,
+    )
     from nightjar.live.binding import binding_from_json
     from nightjar.profile.profile import load_profile
     from nightjar.results.bench import BENCH_FILE, read_bench
@@ -78,7 +86,8 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out, args.force)
     sync = config.draft_kv == "sync"
-    bases = time_bases(record.runs, profile, sync) if args.time_base == "round" else {}
+    bases = ({} if args.time_base == "profile" else time_bases(record.runs, profile, sync)
+             if args.time_base == "round" else run_time_bases(record.runs, profile, sync))
     scaled: dict[float, Profile] = {}
     sims: dict[tuple[int, str], dict[str, float]] = {}
     replays = []
@@ -96,7 +105,8 @@ def run_bench_validation(args: argparse.Namespace) -> int:
                   f"{', '.join(str(p) for p in meta.get('policies') or [])}; "
                   f"profile {profile.name}")
     if bases:
-        console.print(time_base_line(bases, record.runs))
+        console.print(time_base_line(bases, record.runs) if args.time_base == "round"
+                      else run_base_line(bases))
     replay = replay_by_kind(pd.concat(replays, ignore_index=True))
     console.print(_table(replay, "every live step priced by the simulator, per kind "
                          "(error of the total, mean ± 95% over the rounds)"))

@@ -1,9 +1,13 @@
-"""A benchmark's runs priced in their own round's time base, and the step replay by kind.
+"""The time base a live run is priced in, and the step replay by kind.
 
 The machine's speed drifts between a profile and a benchmark taken hours apart; a
 benchmark's noise twins (one policy run twice a round) measure each round's speed on
 the profile's scale, so ``nightjar validate --time-base round`` prices every run of a
-round at its twins' factor (:func:`time_bases`) instead of the profile's own.
+round at its twins' factor (:func:`time_bases`) instead of the profile's own. The speed
+also drifts between the runs of one round (each policy's by -2 to +6% between rounds of
+the sixth agreement measurement), and the queue of an overloaded trace multiplies a
+price error by about 3 (reports/simulator/fit-from-runs/sensitivity.md):
+``--time-base run`` prices each run at its own factor (:func:`run_time_bases`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pandas as pd
 from nightjar.errors import NightjarInputError
 
 if TYPE_CHECKING:
+    from nightjar.core.records import RunResult
     from nightjar.profile.profile import Profile
     from nightjar.results.bench import RoundRun
 
@@ -43,6 +48,34 @@ def time_bases(runs: Sequence[RoundRun], profile: Profile, sync: bool
                                      f"({', '.join(pair)}) ran no pure decode step")
         out[(r.round, r.label)] = sum(refs) / len(refs)
     return out
+
+
+def run_time_bases(runs: Sequence[RoundRun], profile: Profile, sync: bool
+                   ) -> dict[tuple[int, str], float]:
+    """(round, label) -> the run's own time base: the machine's speed over the run's own
+    pure decode steps. A run then misses only by the profile's shape (how one step is
+    priced against another) and by the scheduling; but where a policy's steps gather in
+    cells the profile prices wrong, the factor takes up part of that error too."""
+    return {(r.round, r.label): run_time_base(r.result, profile, sync) for r in runs}
+
+
+def run_time_base(run: RunResult, profile: Profile, sync: bool) -> float:
+    """One run's own time base (:func:`nightjar.fidelity.compare.time_base`), checked."""
+    from nightjar.fidelity.compare import priced_steps, time_base
+
+    factor = time_base(priced_steps(run, profile, sync))
+    if not (math.isfinite(factor) and factor > 0):
+        raise NightjarInputError(f"--time-base run: the {run.policy} run ran no pure decode "
+                                 "step on the profile's grid to take its speed from")
+    return factor
+
+
+def run_base_line(bases: dict[tuple[int, str], float]) -> str:
+    """Per round, the factor each run is priced at."""
+    rounds = sorted({r for r, _ in bases})
+    parts = [f"round {r} " + ", ".join(f"{label} x{f:.3f}" for (q, label), f in bases.items()
+                                       if q == r) for r in rounds]
+    return "time base (each run priced on the profile times its own): " + "; ".join(parts)
 
 
 def time_base_line(bases: dict[tuple[int, str], float], runs: Sequence[RoundRun]) -> str:
