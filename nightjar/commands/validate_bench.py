@@ -86,8 +86,11 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out, args.force)
     sync = config.draft_kv == "sync"
-    bases = ({} if args.time_base == "profile" else time_bases(record.runs, profile, sync)
-             if args.time_base == "round" else run_time_bases(record.runs, profile, sync))
+    bases: dict[tuple[int, str], float] = {}
+    if args.time_base == "round":
+        bases = time_bases(record.runs, profile, sync)
+    elif args.time_base == "run":
+        bases = run_time_bases(record.runs, profile, sync)
     scaled: dict[float, Profile] = {}
     sims: dict[tuple[int, str], dict[str, float]] = {}
     replays = []
