@@ -4,11 +4,12 @@
         reports/simulator/agreement-20261203d/bench-live-spec-loses \
         reports/simulator/agreement-20261203d/profile.json > OUT.md
 
-Replays a benchmark with ``nightjar validate`` on its profile with every step price
-(decode, prefill, mixed, switch) multiplied by each factor, and prints markdown: the
-simulated minus live mean E2E and mean TTFT (% of live, mean over the rounds) per policy
-at each factor. Near saturation the queue amplifies a price error: the spread across
-factors is the accuracy a profile needs for the 10% target on that trace.
+Replays a benchmark with ``nightjar validate`` on its profile with every time in it
+(decode, draft forward, prefill, mixed, wake: ``Profile.scaled``) multiplied by each
+factor, and prints markdown: the simulated minus live mean E2E, mean TTFT and throughput
+(% of live, mean over the rounds) per policy at each factor. Near saturation the
+queue amplifies a price error: the spread across factors is the accuracy a profile
+needs for the 10% target on that trace.
 """
 
 from __future__ import annotations
