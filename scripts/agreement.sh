@@ -12,7 +12,8 @@
 # Environment: VENV (default .venv-live, built by scripts/install-live.sh), REPEATS
 # (rounds per trace, default 3), TRACES (bundled names or paths; default the four
 # validation traces), HOLDOUT_SEED (seed of the held-out trace generated here, one
-# the profile and the trace design never saw; default 2027), POLICIES (default the
+# the profile and the trace design never saw; default 2027; "none" runs no held-out
+# trace), POLICIES (default the
 # five of the goal). Writes OUT/profile.json, OUT/bench-<trace>/, OUT/validate-<trace>/
 # (+ .txt, what validate printed), OUT/validate-run-<trace>/ (each run at its own speed,
 # `--time-base run`), OUT/table.md and OUT/table-run.md.
@@ -35,10 +36,13 @@ mkdir -p "$OUT"
 # The held-out trace: another workload (Alpaca-like lengths, not the validation traces'
 # uniform ones) and another shape (calm, a bursty peak, a middle load), drawn with a
 # seed nobody tuned on.
-HOLDOUT="$OUT/holdout.json"
-"$NJ" trace gen --workload alpaca --segments "0.5:25,8:20:0.5,2:25" --seed "$HOLDOUT_SEED" \
-    --name "holdout-$HOLDOUT_SEED" --out "$HOLDOUT" --force >/dev/null
-ALL_TRACES="$TRACES $HOLDOUT"
+ALL_TRACES="$TRACES"
+if [ "$HOLDOUT_SEED" != none ]; then
+    HOLDOUT="$OUT/holdout.json"
+    "$NJ" trace gen --workload alpaca --segments "0.5:25,8:20:0.5,2:25" --seed "$HOLDOUT_SEED" \
+        --name "holdout-$HOLDOUT_SEED" --out "$HOLDOUT" --force >/dev/null
+    ALL_TRACES="$TRACES $HOLDOUT"
+fi
 
 policy_flags=()
 for p in $POLICIES; do policy_flags+=(--policy "$p"); done
