@@ -14,7 +14,8 @@
 # validation traces), HOLDOUT_SEED (seed of the held-out trace generated here, one
 # the profile and the trace design never saw; default 2027; "none" runs no held-out
 # trace), POLICIES (default the
-# five of the goal). Writes OUT/profile.json, OUT/bench-<trace>/, OUT/validate-<trace>/
+# five of the goal), PROFILE_ARGS (extra `nightjar profile` flags, e.g. a
+# --batch-sizes grid). Writes OUT/profile.json, OUT/bench-<trace>/, OUT/validate-<trace>/
 # (+ .txt, what validate printed), OUT/validate-run-<trace>/ (each run at its own speed,
 # `--time-base run`), OUT/table.md and OUT/table-run.md.
 set -euo pipefail
@@ -71,7 +72,8 @@ T="$OUT/models/target"
 D="$OUT/models/draft"
 
 if [ ! -f "$OUT/profile.json" ]; then
-    "$NJ" profile --model "$T" --draft "$D" --out "$OUT/profile.json"
+    # shellcheck disable=SC2086  # PROFILE_ARGS is a list of flags
+    "$NJ" profile --model "$T" --draft "$D" ${PROFILE_ARGS:-} --out "$OUT/profile.json"
 fi
 
 for trace in $ALL_TRACES; do
