@@ -38,24 +38,38 @@ def test_the_pool_bound_is_every_request_at_its_last_token_in_whole_blocks() -> 
     plan = ProfilePlan("t", "d", "t", "d", batch_sizes=(4,), contexts=(100,), gammas=(0, 1))
     reqs = requests((4,), 100, plan.output_tokens)  # 4 x (84 prompt + 32 output)
     assert reqs == [(84, 32)] * 4
-    assert plan.pool_tokens(100) == 4 * 128  # 84 + 32 + 2 drafts' slots: 8 blocks of 16
+    assert plan.pool_blocks(100, 16) == 4 * 8  # 84 + 32 + 2 drafts' slots: 8 blocks of 16
+    assert plan.pool_blocks(100, 128) == 4  # one block of 128 each
 
 
 def test_a_pool_too_small_cuts_the_batches_to_the_largest_that_fits() -> None:
     plan = ProfilePlan("t", "d", "t", "d")
-    need = max(plan.pool_tokens(c) for c in plan.contexts)
-    assert plan.within_pool(need) is plan
-    cut = plan.within_pool(need // 2)
+    need = max(plan.pool_blocks(c, 16) for c in plan.contexts)
+    assert plan.within_pool(need, 16) is plan
+    cut = plan.within_pool(need // 2, 16)
     top = max(cut.batch_sizes)
     assert top < 256 and cut.batch_sizes == (*(b for b in plan.batch_sizes if b < top), top)
-    assert all(cut.pool_tokens(c) <= need // 2 for c in cut.contexts)
+    assert all(cut.pool_blocks(c, 16) <= need // 2 for c in cut.contexts)
     # The largest that fits: one more request would not.
     bigger = ProfilePlan("t", "d", "t", "d", batch_sizes=(*cut.batch_sizes[:-1], top + 1))
-    assert any(bigger.pool_tokens(c) > need // 2 for c in bigger.contexts)
+    assert any(bigger.pool_blocks(c, 16) > need // 2 for c in bigger.contexts)
     cut.check()
     # Sizes the user gave are measured as given (the engine preempts, and says so).
     given = ProfilePlan("t", "d", "t", "d", pool_cap=False)
-    assert given.within_pool(1) is given
+    assert given.within_pool(1, 16) is given
+
+
+def test_the_cut_rounds_each_request_to_the_engines_own_block() -> None:
+    # The CPU engine's pool on 2026-12-07: 454 blocks of 128 tokens (58112 tokens).
+    # Counted in blocks of 16 a window of 99 at context 512 fit, and the engine
+    # preempted 7 requests after 12 minutes of profiling; in its own blocks, 90 fit.
+    plan = ProfilePlan("t", "d", "t", "d")
+    naive = plan.within_pool(58112 // 16, 16)
+    assert max(naive.batch_sizes) == 99
+    assert any(naive.pool_blocks(c, 128) > 454 for c in naive.contexts)
+    cut = plan.within_pool(454, 128)
+    assert max(cut.batch_sizes) == 90
+    assert all(cut.pool_blocks(c, 128) <= 454 for c in cut.contexts)
 
 
 def test_show_says_when_the_pool_stopped_the_batches_short_of_the_cap(

@@ -118,34 +118,37 @@ class ProfilePlan:
         room = self.max_model_len - self.gamma_max - 2
         return chains(self.batch_sizes, context, self.output_tokens, room)
 
-    def pool_tokens(self, context: int) -> int:
-        """KV tokens the largest decode window at ``context`` holds at once: each
-        request's prompt, output and a step's drafts, in whole blocks of 16 (vLLM's
-        default; a larger block only rounds each request up further)."""
+    def pool_blocks(self, context: int, block: int) -> int:
+        """KV blocks of ``block`` tokens that the largest decode window at ``context``
+        holds at once: each request's prompt, output and a step's drafts, rounded up
+        to whole blocks per request (vLLM's CPU backend uses blocks of 128, so the
+        rounding is up to 127 tokens a request: counted in blocks of 16, a window of
+        99 at context 512 fit a pool it overflowed by 9%)."""
         need = 0
         for rungs in self.decode_chains(context):
             reqs = requests(rungs, context, self.output_tokens)
-            need = max(need, sum(-(-(p + o + self.gamma_max + 1) // 16) * 16 for p, o in reqs))
+            need = max(need, sum(-(-(p + o + self.gamma_max + 1) // block) for p, o in reqs))
         return need
 
-    def within_pool(self, tokens: int) -> ProfilePlan:
-        """This plan with its batch sizes cut to the largest batch that ``tokens`` KV
-        tokens hold at every context (that batch added as the last size), so that no
-        window preempts; itself where every window fits or ``pool_cap`` is off."""
-        if not self.pool_cap or self._fits(tokens):
+    def within_pool(self, blocks: int, block: int) -> ProfilePlan:
+        """This plan with its batch sizes cut to the largest batch that a pool of
+        ``blocks`` blocks of ``block`` tokens holds at every context (that batch added
+        as the last size), so that no window preempts; itself where every window fits
+        or ``pool_cap`` is off."""
+        if not self.pool_cap or self._fits(blocks, block):
             return self
         lo, hi = 1, max(self.batch_sizes)  # the largest cap that fits, by bisection
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self._capped(mid)._fits(tokens):
+            if self._capped(mid)._fits(blocks, block):
                 lo = mid
             else:
                 hi = mid - 1
         return self._capped(lo)
 
-    def _fits(self, tokens: int) -> bool:
+    def _fits(self, blocks: int, block: int) -> bool:
         # An upper bound: every request of a window at its final length at once.
-        return all(self.pool_tokens(c) <= tokens for c in self.contexts)
+        return all(self.pool_blocks(c, block) <= blocks for c in self.contexts)
 
     def _capped(self, cap: int) -> ProfilePlan:
         sizes = tuple(sorted({b for b in self.batch_sizes if b < cap} | {cap}))

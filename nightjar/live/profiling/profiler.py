@@ -67,7 +67,7 @@ from nightjar.live.profiling.session import (
     NODRAFT,
     Progress,
     Session,
-    pool_tokens,
+    kv_pool,
     started_engines,
     window_count,
 )
@@ -123,8 +123,12 @@ def measure_profile(
         # down (and not always reaped into ours), their CPU time would read as foreign
         # (45% on a quiet machine, with the meter around the engines' teardown).
         with started_engines(plan, Path(tmp), (NODRAFT, DRAFT)) as engines, LoadMeter() as meter:
-            pool = min(pool_tokens(e) for e in engines.values())
-            plan = _within_pool(plan, pool, say)
+            # The smaller pool, in the larger block (each request rounds up to one).
+            pools = [kv_pool(e) for e in engines.values()]
+            block = max(size for _, size in pools)
+            blocks = min(n * size for n, size in pools) // block
+            pool = blocks * block
+            plan = _within_pool(plan, blocks, block, say)
             total = window_count(plan)
             session = Session(plan, engines, lambda k: tick(label, k, total) if tick else None)
             estimate = _warm_and_estimate(session)
@@ -166,9 +170,11 @@ def measure_profile(
     return data, bad
 
 
-def _within_pool(plan: ProfilePlan, tokens: int, say: Progress) -> ProfilePlan:
-    """``plan`` with its batches cut to what ``tokens`` KV tokens hold, said aloud."""
-    fitted = plan.within_pool(tokens)
+def _within_pool(plan: ProfilePlan, blocks: int, block: int, say: Progress) -> ProfilePlan:
+    """``plan`` with its batches cut to what ``blocks`` KV blocks of ``block`` tokens
+    hold, said aloud."""
+    fitted = plan.within_pool(blocks, block)
+    tokens = blocks * block
     largest = max(fitted.batch_sizes)
     if fitted is not plan:
         say(f"the KV pool holds {tokens} tokens: decode batches up to {largest} (not "

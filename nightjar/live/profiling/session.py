@@ -303,10 +303,11 @@ class Session:
         return out
 
 
-def pool_tokens(engine: Engine) -> int:
-    """KV tokens ``engine``'s pool holds (its scheduler logs the pool at start-up)."""
+def kv_pool(engine: Engine) -> tuple[int, int]:
+    """(blocks, tokens a block) of ``engine``'s KV pool (its scheduler logs them at
+    start-up)."""
     start = next(e for e in read_log(engine.log).events if e.get("event") == "start")
-    return int(start["pool_blocks"]) * int(start["engine"]["block_size"])
+    return int(start["pool_blocks"]), int(start["engine"]["block_size"])
 
 
 def window_count(plan: ProfilePlan) -> int:
