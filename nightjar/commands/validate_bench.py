@@ -32,12 +32,36 @@ from nightjar.run.config import flag_of
 
 if TYPE_CHECKING:
     from nightjar.profile.profile import Profile
+    from nightjar.results.bench import BenchRecord
+    from nightjar.run.config import RunConfig
+
+
+def bench_config(record: BenchRecord, args: argparse.Namespace) -> RunConfig:
+    """The run settings a benchmark's replays use: the flags, overridden by what the
+    benchmark's engines ran with (gamma_max, draft-KV mode, batch caps, seed, memory)."""
+    from nightjar.checks import integer, text
+    from nightjar.commands.run_flags import run_config
+    from nightjar.commands.validate_common import LIVE_RUN_FIELDS, live_offload
+    from nightjar.results.bench import BENCH_FILE
+
+    meta = record.meta
+    at = f"{record.folder}: {BENCH_FILE}"
+    return dataclasses.replace(
+        run_config(args, only=LIVE_RUN_FIELDS),
+        gamma_max=integer(meta.get("gamma_max", args.gamma_max), f"{at}: gamma_max", lo=0),
+        draft_kv=text(meta.get("draft_kv", args.draft_kv), f"{at}: draft_kv"),
+        max_num_seqs=integer(meta.get("max_num_seqs", args.max_num_seqs),
+                             f"{at}: max_num_seqs", lo=1),
+        max_num_batched_tokens=integer(
+            meta.get("max_num_batched_tokens", args.max_num_batched_tokens),
+            f"{at}: max_num_batched_tokens", lo=1),
+        seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
+        offload=live_offload([run.result for run in record.runs]),
+    )
 
 
 def run_bench_validation(args: argparse.Namespace) -> int:
-    from nightjar.checks import integer, text
-    from nightjar.commands.run_flags import run_config
-    from nightjar.commands.validate_common import LIVE_RUN_FIELDS, check_binding, live_offload
+    from nightjar.commands.validate_common import check_binding
     from nightjar.commands.validate_common import table as _table
     from nightjar.fidelity.agreement import JUDGED, bench_agreement
     from nightjar.fidelity.compare import step_replay, trace_of
@@ -50,7 +74,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     )
     from nightjar.live.binding import binding_from_json
     from nightjar.profile.profile import load_profile
-    from nightjar.results.bench import BENCH_FILE, read_bench
+    from nightjar.results.bench import read_bench
     from nightjar.results.metrics import summarize
     from nightjar.results.outdir import check_out_dir, staged_out_dir
     from nightjar.run.prepare import settle
@@ -64,20 +88,7 @@ def run_bench_validation(args: argparse.Namespace) -> int:
     console = Console()
     check_binding(profile, [binding_from_json(meta.get("cpu_binding"))], args.any_binding,
                   console)
-    # The benchmark says how its engines ran: the simulator runs the same limits.
-    at = f"{record.folder}: {BENCH_FILE}"
-    config = dataclasses.replace(
-        run_config(args, only=LIVE_RUN_FIELDS),
-        gamma_max=integer(meta.get("gamma_max", args.gamma_max), f"{at}: gamma_max", lo=0),
-        draft_kv=text(meta.get("draft_kv", args.draft_kv), f"{at}: draft_kv"),
-        max_num_seqs=integer(meta.get("max_num_seqs", args.max_num_seqs),
-                             f"{at}: max_num_seqs", lo=1),
-        max_num_batched_tokens=integer(
-            meta.get("max_num_batched_tokens", args.max_num_batched_tokens),
-            f"{at}: max_num_batched_tokens", lo=1),
-        seed=integer(meta.get("seed", args.seed), f"{at}: seed"),
-        offload=live_offload([run.result for run in record.runs]),
-    )
+    config = bench_config(record, args)
     cfg = settle(config, profile, spell=flag_of).knobs
     # Every input before any output (as `nightjar validate` on run folders): a request
     # the profile's pool can never hold fails here, and so does an unusable --out.
