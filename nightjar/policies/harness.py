@@ -62,12 +62,14 @@ def run_loop(
     request_info: bool = True,
     prefill: PrefillSchedule | None = None,
     prefill_s: Callable[[int], float] = lambda n: 0.02 + 2e-5 * n,
+    waiting: int = 0,
 ) -> LoopTrace:
     """Run ``steps`` steps; a gamma > 0 step right after a gamma = 0 step pays ``switch_cost_s``.
 
     ``prefill(t, g)`` gives the prompt tokens admitted in step ``t`` (which may depend
     on the gamma that runs, to confound an arm with the load); they add
-    ``prefill_s(tokens)`` to the step's time.
+    ``prefill_s(tokens)`` to the step's time. ``waiting`` requests stand in the queue
+    at every step (none are admitted: the batch follows ``batch``).
 
     Acceptance follows the geometric law the simulator uses: a request with rate
     ``a`` drafting ``g`` tokens accepts ``min(floor(ln U / ln a), g)`` of them.
@@ -81,7 +83,7 @@ def run_loop(
         rates = np.clip(np.asarray(alpha(t, b), dtype=float), 1e-9, 0.999)
         ids = list(range(b))
         ctx = StepContext(
-            now=float(t), batch_size=b, num_waiting=0, kv_free_blocks=1000,
+            now=float(t), batch_size=b, num_waiting=waiting, kv_free_blocks=1000,
             kv_total_blocks=1000, draft_resident=True, gamma_max=gamma_max,
             mean_context_len=context_len,
             request_ids=ids if request_info else None,

@@ -40,11 +40,13 @@ gamma:
 - looking again: where the means say gamma 0, which teaches nothing about acceptance,
   the speculating lengths are priced with the batch's mean rate ``OPTIMISM``
   posterior standard deviations higher, and run if they then win;
-- exploration: with probability ``EXPLORE`` a neighbouring gamma of the best
-  (toggling speculation explores 4x less often, and much less when the rebuild
-  is dear, since one exploring step pays all of it; with a drafter that keeps no
-  KV, ``PolicyEnv.drafter`` n-gram or suffix, a toggle is free and explored like
-  any neighbour); a 1% hysteresis keeps the current arm against near-ties;
+- exploration: while no request waits, with probability ``EXPLORE`` a neighbouring
+  gamma of the best (toggling speculation explores 4x less often, and much less
+  when the rebuild is dear, since one exploring step pays all of it; with a drafter
+  that keeps no KV, ``PolicyEnv.drafter`` n-gram or suffix, a toggle is free and
+  explored like any neighbour). Under a queue the choice is greedy: every waiting
+  request would pay the exploring step. A 1% hysteresis keeps the current arm
+  against near-ties;
 - objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
   lengths whose lookahead the free blocks cannot hold are never chosen (off by
   default: measured, it costs more than it saves); ``nightjar+:slo`` trades per-token
@@ -93,8 +95,8 @@ PRIOR_EVIDENCE = 1.0
 # steps at B = 1 cannot set the population's mean to 0 (a Beta posterior at mean 0 has
 # no spread left for OPTIMISM to argue from).
 GUESS_EVIDENCE = 1.0 / EVIDENCE_BATCH
-# A cell whose discounted count of gamma-0 steps fell below this (about 280 of its
-# steps since the last one, at the cell's memory of 200) measures gamma 0 once; a
+# A cell whose discounted count of gamma-0 steps fell below this (about 140 of its
+# steps since the last one, at the cell's memory of 100) measures gamma 0 once; a
 # cell never seen at gamma 0 does so at once without a prior, and after
 # PROBE_AFTER steps with one.
 PROBE_BELOW = 0.25
@@ -265,7 +267,12 @@ class NightjarPlusPolicy:
                 best = self._look_again(ctx, ids, t, loss[0], top)
         self._current = best
         u = self._rng.random()
-        if u < EXPLORE:
+        # Explore only with no request waiting: under a queue every waiting request
+        # pays an exploring step's extra time, while what it teaches does not grow
+        # with the queue (H100-TP2 migration: 1-3 such steps per 15 s with hundreds
+        # waiting were half of nightjar+'s 0.15% E2E gap to fixed:1; reports/memory).
+        # Invariant: with requests waiting, the choice is the greedy one.
+        if u < EXPLORE and ctx.num_waiting == 0:
             g = min(max(best + (1 if u < EXPLORE / 2 else -1), 0), top - 1)
             # A toggle costs a switch: explore it 4x less often, and much less when
             # it is dear. One exploring step pays the whole rebuild (not amortised

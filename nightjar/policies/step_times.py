@@ -62,7 +62,7 @@ CONTEXT_QUANTUM = 128
 # hardware does not change, but a linear model fits the operating point it is at
 # best, and the load moves it; a cell sees a narrower range and may forget faster.
 GLOBAL_MEMORY = 500.0
-CELL_MEMORY = 200.0
+CELL_MEMORY = 100.0
 # Prior precisions of (scale, scale's slope in log B, speculation cost, overhead) in
 # relative units (an observation of a step carries ~1 in the scale direction): the
 # scale is nearly free, so an error at one gamma is read as a scale first; the split
