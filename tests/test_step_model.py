@@ -134,17 +134,22 @@ class _Noisy:
 
 
 def test_noisy_steps_still_lead_to_the_best_gamma() -> None:
+    # Steps 40% noisy (lognormal sigma), no table: the second half's choices cost under
+    # 3% more per token than the best gamma's, on average over 6 seeds. One seed alone
+    # ranges 1.3-3.6% at CELL_MEMORY 100 (0.9-2.4% at 200; docs/policies.md).
     lat = KneeLatency()
-    pol = make_policy("nightjar+", PolicyEnv(gamma_max=3, seed=1, latency=None))
     sizes = [1, 8, 64, 256]
-    trace = run_loop(pol, _Noisy(lat, 0.4), lambda t: sizes[(t // 50) % 4],
-                     lambda t, b: [0.7] * b, 4000, gamma_max=3)
 
     def cost(b: int, g: int) -> float:
         return lat.step_time_s(b, g, CTX) / expected_tokens(0.7, g)
 
-    excess = [cost(b, g) / min(cost(b, k) for k in range(4)) - 1.0
-              for b, g in zip(trace.batch[2000:], trace.gamma[2000:], strict=True)]
+    excess = []
+    for seed in range(6):
+        pol = make_policy("nightjar+", PolicyEnv(gamma_max=3, seed=seed, latency=None))
+        trace = run_loop(pol, _Noisy(lat, 0.4), lambda t: sizes[(t // 50) % 4],
+                         lambda t, b: [0.7] * b, 4000, gamma_max=3)
+        excess += [cost(b, g) / min(cost(b, k) for k in range(4)) - 1.0
+                   for b, g in zip(trace.batch[2000:], trace.gamma[2000:], strict=True)]
     assert float(np.mean(excess)) < 0.03
 
 
