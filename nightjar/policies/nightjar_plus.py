@@ -44,7 +44,7 @@ gamma:
   gamma of the best (toggling speculation explores 4x less often, and much less
   when the rebuild is dear, since one exploring step pays all of it; with a drafter
   that keeps no KV, ``PolicyEnv.drafter`` n-gram or suffix, a toggle is free and
-  explored like any neighbour). Under a queue the choice is greedy: every waiting
+  explored like any neighbour). Under a queue nothing is explored: every waiting
   request would pay the exploring step. A 1% hysteresis keeps the current arm
   against near-ties;
 - objective and KV pressure (:mod:`nightjar.policies.objective`): with ``nightjar+:kv-limit``
@@ -271,7 +271,8 @@ class NightjarPlusPolicy:
         # pays an exploring step's extra time, while what it teaches does not grow
         # with the queue (H100-TP2 migration: 1-3 such steps per 15 s with hundreds
         # waiting were half of nightjar+'s 0.15% E2E gap to fixed:1; reports/memory).
-        # Invariant: with requests waiting, the choice is the greedy one.
+        # Invariant: with requests waiting, no step explores (a cell's first gamma-0
+        # probe still may, :meth:`_probe_zero`).
         if u < EXPLORE and ctx.num_waiting == 0:
             g = min(max(best + (1 if u < EXPLORE / 2 else -1), 0), top - 1)
             # A toggle costs a switch: explore it 4x less often, and much less when
