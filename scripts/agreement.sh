@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The simulator-versus-engine agreement check, end to end, on the CPU engine and the
-# tiny pair: a measured profile, the live benchmark on each validation trace, and
-# `nightjar validate` over each benchmark; then the results table
+# tiny pair: a measured profile, one live benchmark over every validation trace (the
+# traces share its rounds, so each is measured in the machine states the others were:
+# a fit from some traces and a validation on another compare like with like), and
+# `nightjar validate` over each trace's benchmark; then the results table
 # (experiments/agreement_table.py). Run it ALONE on the machine: every figure is only
 # as good as the machine was quiet (each run's foreign load is recorded and runs others
 # disturbed are rerun).
@@ -39,7 +41,7 @@ mkdir -p "$OUT"
 # seed nobody tuned on.
 ALL_TRACES="$TRACES"
 if [ "$HOLDOUT_SEED" != none ]; then
-    HOLDOUT="$OUT/holdout.json"
+    HOLDOUT="$OUT/holdout-$HOLDOUT_SEED.json"  # named as the trace: bench-holdout-SEED/
     "$NJ" trace gen --workload alpaca --segments "0.5:25,8:20:0.5,2:25" --seed "$HOLDOUT_SEED" \
         --name "holdout-$HOLDOUT_SEED" --out "$HOLDOUT" --force >/dev/null
     ALL_TRACES="$TRACES $HOLDOUT"
@@ -76,12 +78,23 @@ if [ ! -f "$OUT/profile.json" ]; then
     "$NJ" profile --model "$T" --draft "$D" ${PROFILE_ARGS:-} --out "$OUT/profile.json"
 fi
 
+trace_flags=()
+names=()
+missing=0
 for trace in $ALL_TRACES; do
-    name=$(basename "$trace" .json)
-    if [ ! -f "$OUT/bench-$name/bench.json" ]; then
-        "$NJ" bench live --model "$T" --draft "$D" --trace "$trace" "${policy_flags[@]}" \
-            --repeats "$REPEATS" --profile "$OUT/profile.json" --out "$OUT/bench-$name" --force
-    fi
+    trace_flags+=(--trace "$trace")
+    names+=("$(basename "$trace" .json)")
+    [ -f "$OUT/bench-${names[-1]}/bench.json" ] || missing=1
+done
+if [ "$missing" = 1 ]; then
+    # One trace writes its benchmark into --out itself; several, each into OUT/bench-NAME/.
+    bench_out="$OUT"
+    [ "${#names[@]}" -gt 1 ] || bench_out="$OUT/bench-${names[0]}"
+    "$NJ" bench live --model "$T" --draft "$D" "${trace_flags[@]}" "${policy_flags[@]}" \
+        --repeats "$REPEATS" --profile "$OUT/profile.json" --out "$bench_out" --force
+fi
+
+for name in "${names[@]}"; do
     "$NJ" validate --live-run "$OUT/bench-$name" --profile "$OUT/profile.json" \
         --out "$OUT/validate-$name" --force | tee "$OUT/validate-$name.txt"
     # Each run at its own speed as well: the machine's drift between runs taken out.

@@ -31,10 +31,30 @@ def test_rounds_rotate_and_the_noise_twin_sits_opposite() -> None:
     assert plan.runs == 25
 
 
+def test_several_traces_share_each_round_in_rotated_blocks() -> None:
+    plan = BenchPlan(("a", "b"), 4, None, traces=3)
+    assert plan.runs == 4 * 2 * 3
+    one = BenchPlan(("a", "b"), 4, None)
+    for r, (slots, alone) in enumerate(zip(plan.rounds(), one.rounds(), strict=True)):
+        blocks = [slots[i:i + 2] for i in range(0, len(slots), 2)]
+        # One block per trace, the traces' order rotated by one place per round...
+        assert [b[0].trace for b in blocks] == [(r + k) % 3 for k in range(3)]
+        for block in blocks:
+            assert {s.trace for s in block} == {block[0].trace}
+            # ...and within each, the policies as one trace's round runs them.
+            assert [(s.label, s.position) for s in block] == [(s.label, s.position)
+                                                               for s in alone]
+    # Each trace still gets every policy once per round.
+    for trace in range(3):
+        runs = [(s.round, s.label) for r in plan.rounds() for s in r if s.trace == trace]
+        assert sorted(runs) == sorted((s.round, s.label) for r in one.rounds() for s in r)
+
+
 @pytest.mark.parametrize("kwargs, needle", [
     ({"policies": ("a",), "repeats": 1, "noise_policy": None}, "--repeats must be >= 2"),
     ({"policies": ("a", "a"), "repeats": 2, "noise_policy": None}, "given twice"),
     ({"policies": ("a",), "repeats": 2, "noise_policy": "b"}, "is not one of"),
+    ({"policies": ("a",), "repeats": 2, "noise_policy": None, "traces": 0}, "at least one"),
 ])
 def test_bad_plans_are_input_errors(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(NightjarInputError, match=needle):
@@ -133,6 +153,8 @@ def test_default_binding_gives_the_engine_every_core(monkeypatch: pytest.MonkeyP
     # refused before the hour of measurement, not after it.
     (["--profile", "a100-80gb/vicuna-13b+vicuna-68m", "--gamma-max", "9"],
      "--gamma-max 9 exceeds the --profile's"),
+    # Each trace's results go to bench-<name>/: two traces of one name would collide.
+    (["--trace", "burst"], "--trace given twice with the name 'burst'"),
 ])
 def test_bench_input_errors_are_one_line(
     extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]

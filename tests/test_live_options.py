@@ -57,7 +57,7 @@ def test_parsed_flags_make_the_options_the_live_run_is_handed() -> None:
     assert LiveOptions(model="m", offload="on", k_offload=3).memory() == MemoryConfig(k_offload=3)
     bench = options_of(parse(build_parser(), ["bench", "live", "--model", "m", "--trace", "t"]),
                        BenchOptions)
-    assert bench == BenchOptions(model="m", trace="t")
+    assert bench == BenchOptions(model="m", traces=("t",))
 
 
 def test_the_memory_thresholds_are_the_controller_s_fields() -> None:
@@ -77,6 +77,6 @@ def test_the_flags_both_commands_have_are_spelled_and_typed_alike() -> None:
 
 
 def test_bench_options_check_their_numbers() -> None:
-    BenchOptions(model="m", trace="t").check()
+    BenchOptions(model="m", traces=("t",)).check()
     with pytest.raises(NightjarInputError, match="--retries must be >= 0"):
-        BenchOptions(model="m", trace="t", retries=-1).check()
+        BenchOptions(model="m", traces=("t",), retries=-1).check()

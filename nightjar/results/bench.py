@@ -50,6 +50,9 @@ class RoundRun:
     wall_s: float = 0.0
     earlier_loads: list[float] = field(default_factory=list)
     slug: str = ""  # its folder under round-R/
+    # When it began, in seconds after the benchmark's engines were up (all traces' runs
+    # share this clock, so it also says how another trace's runs interleaved with these).
+    started_s: float = 0.0
 
     @property
     def policy(self) -> str:
@@ -154,7 +157,7 @@ def write_meta(out: Path, meta: dict[str, Any], runs: Sequence[RoundRun]) -> Non
     data = dict(meta)
     data["runs"] = [{"round": r.round, "position": r.position, "label": r.label,
                      "slug": r.slug, "attempts": r.attempts, "loaded": r.loaded,
-                     "wall_s": round(r.wall_s, 2),
+                     "wall_s": round(r.wall_s, 2), "started_s": round(r.started_s, 2),
                      "earlier_foreign_pct": [round(x, 2) for x in r.earlier_loads],
                      "load": r.load} for r in runs]
     (out / BENCH_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -203,5 +206,6 @@ def read_bench(folder: Path) -> BenchRecord:
                              boolean(e.get("loaded", False), f"{at}.loaded"),
                              number(e.get("wall_s", 0.0), f"{at}.wall_s", nonnegative=True),
                              [number(x, f"{at}.earlier_foreign_pct") for x in earlier],
-                             slug))
+                             slug, number(e.get("started_s", 0.0), f"{at}.started_s",
+                                          nonnegative=True)))
     return BenchRecord(folder, meta, runs)

@@ -1,7 +1,8 @@
 """``nightjar bench live`` on the small tiny pair: interleaving, pairing and load sampling.
 
-One module-scoped benchmark (2 rounds of nospec, fixed:2 and nospec's noise twin, 12
-short requests; two engine starts; ~2 min on two shared cores) feeds every test. The
+One module-scoped benchmark (2 rounds of nospec, fixed:2 and nospec's noise twin on two
+traces sharing the rounds, 12 and 6 short requests; two engine starts; ~3 min on two
+shared cores) feeds every test. The
 assertions are about what the engines did (which policy served which run, in which
 order, on how many engine starts) and about the arithmetic of the tables, never about
 how fast anything was.
@@ -23,6 +24,7 @@ from nightjar.results.read import read_run_folder
 
 REQUESTS = [{"arrival_s": 0.15 * i, "prompt_tokens": 20 + 3 * i, "output_tokens": 16 + i}
             for i in range(12)]
+OTHER = [{"arrival_s": 0.3 * i, "prompt_tokens": 40, "output_tokens": 8} for i in range(6)]
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +33,17 @@ def bench(tiny: Any, make_llm: Any, tmp_path_factory: pytest.TempPathFactory) ->
     root = tmp_path_factory.mktemp("bench")
     trace = root / "t.json"
     trace.write_text(json.dumps({"name": "benchtest", "requests": REQUESTS}))
+    other = root / "o.json"
+    other.write_text(json.dumps({"name": "other", "requests": OTHER}))
     out = root / "out"
     argv = ["bench", "live", "--model", str(tiny.target), "--draft", str(tiny.draft),
-            "--trace", str(trace), "--policy", "nospec", "--policy", "fixed:2",
+            "--trace", str(trace), "--trace", str(other),
+            "--policy", "nospec", "--policy", "fixed:2",
             "--gamma-max", "2", "--repeats", "2", "--kv-cache-gb", "0.25",
             # A shared test machine is never quiet: measure the load, never refuse a run.
             "--max-foreign", "100", "--quiet", "--out", str(out)]
     assert main(argv) == 0
-    return out
+    return out / "bench-benchtest"
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -107,3 +112,20 @@ def test_load_is_sampled_for_every_run(bench: Path) -> None:
     record = read_bench(bench)
     extra = read_run_folder(bench / "round-1" / record.runs[0].slug)[0].extra
     assert extra["omp_threads"] >= 1 and "cpu_bind_mask" in extra
+
+
+def test_two_traces_share_the_rounds_and_the_engines(bench: Path) -> None:
+    other = read_bench(bench.parent / "bench-other")
+    mine = read_bench(bench)
+    assert other.meta["interleaved_with"] == ["benchtest"]
+    assert mine.meta["interleaved_with"] == ["other"]
+    assert other.meta["engine_starts"] == mine.meta["engine_starts"] == 2
+    assert len(other.runs) == 6
+    assert all(len(r.result.requests) == len(OTHER) for r in other.runs)
+    # Round 1 runs benchtest's block first, round 2 other's: the order rotates.
+    for rnd, first, second in ((1, mine, other), (2, other, mine)):
+        ends = [r.started_s + r.wall_s for r in first.runs if r.round == rnd]
+        starts = [r.started_s for r in second.runs if r.round == rnd]
+        assert max(ends) <= min(starts)
+    later = [r.started_s for r in mine.runs if r.round == 2]
+    assert max(r.started_s for r in other.runs if r.round == 1) < min(later)

@@ -29,7 +29,6 @@ from nightjar.live.run_options import (
     seed_option,
     slo_tpot_option,
     slo_ttft_option,
-    trace_option,
 )
 
 
@@ -39,7 +38,9 @@ class BenchOptions:
 
     model: str = model_option("preset, local directory or cached HF id")
     draft: str | None = draft_option("draft model (default: the preset's)")
-    trace: str = trace_option(required=True)
+    traces: tuple[str, ...] = option(
+        "--trace", "bundled trace name or path; repeatable: the traces share the rounds, each "
+        "written to OUT/bench-<trace name>/", metavar="TRACE", action="append")
     policies: tuple[str, ...] | None = policies_option(BENCH_POLICIES)
     repeats: int = option("--repeats", "rounds; every policy runs once per round (>= 2)",
                           default=BENCH_REPEATS)

@@ -8,7 +8,8 @@ Both engines stay up for the whole benchmark; only one serves at a time. Each ru
 wrapped in a :class:`nightjar.live.load.LoadMeter`; a run during which others used
 more than ``max_foreign_pct`` of the engine's cores is run again, up to ``retries``
 times, and kept marked ``loaded`` if the machine never quietened. Before the first
-round each engine serves a short warm-up (not recorded).
+round each engine serves a short warm-up (not recorded). Several traces share the
+engines and the rounds (:meth:`BenchPlan.rounds` says in which order).
 Call :func:`nightjar.live.engine_spec.prepare_env` first.
 """
 
@@ -46,7 +47,7 @@ WARMUP_OUTPUT = 16
 
 @dataclass(frozen=True, slots=True)
 class BenchSetup:
-    trace: Trace
+    traces: tuple[Trace, ...]  # the plan's Slot.trace indexes these
     draft_engine: EngineSpec | None  # None: no policy speculates
     plain_engine: EngineSpec | None  # None: every policy speculates
     options: ReplayOptions
@@ -66,6 +67,7 @@ class BenchRun:
     attempts: int
     loaded: bool  # still above the load threshold after every retry
     earlier_loads: list[float] = dataclasses.field(default_factory=list)  # refused attempts
+    started_s: float = 0.0  # the kept attempt's start, seconds after the engines were up
 
 
 # Called with each event: ("warmup", engine label), ("run", BenchRun), ("retry", Slot, pct).
@@ -122,6 +124,11 @@ def _started_as(log: Path, policy: str) -> bool:
     return any(e.get("event") == "start" and e.get("policy") == policy for e in events)
 
 
+def _log_path(setup: BenchSetup, slot: Slot) -> Path:
+    name = f"round-{slot.round}-{slot.position}.steps.jsonl"
+    return setup.workdir / (name if len(setup.traces) == 1 else f"trace-{slot.trace}-{name}")
+
+
 async def _one_run(
     engine: Any, spec: EngineSpec, setup: BenchSetup, slot: Slot, log: Path,
     progress: Progress | None,
@@ -131,7 +138,7 @@ async def _one_run(
     started_at = time.monotonic()
     with LoadMeter(setup.cores) as meter:
         result, _ = await serve_trace(
-            engine, setup.trace, spec, setup.options,
+            engine, setup.traces[slot.trace], spec, setup.options,
             (lambda done: progress(slot, done)) if progress is not None else None, run,
         )
     if not _started_as(log, slot.policy):
@@ -155,20 +162,22 @@ async def _bench(
     runs: list[BenchRun] = []
     async with contextlib.AsyncExitStack() as stack:
         engines = await _start_engines(stack, setup, report)
+        up = time.monotonic()
         for slots in plan.rounds():
             for slot in slots:
                 spec, engine = engines[spec_needs_draft(slot.policy)]
-                log = setup.workdir / f"round-{slot.round}-{slot.position}.steps.jsonl"
+                log = _log_path(setup, slot)
                 loads: list[float] = []
                 for attempt in range(1, setup.retries + 2):
                     await asyncio.sleep(SETTLE_S)
+                    began = time.monotonic() - up
                     result, load, wall = await _one_run(engine, spec, setup, slot, log, progress)
                     quiet = load.foreign_pct <= setup.max_foreign_pct
                     if quiet or attempt == setup.retries + 1 or not load.available:
                         break
                     loads.append(load.foreign_pct)
                     report("retry", slot, load.foreign_pct)
-                done = BenchRun(slot, result, load, wall, attempt, not quiet, loads)
+                done = BenchRun(slot, result, load, wall, attempt, not quiet, loads, began)
                 runs.append(done)
                 report("run", done)
     return BenchOutcome(runs, len(engines))
@@ -193,7 +202,8 @@ async def _start_engines(
         if setup.warmup:
             log = setup.workdir / f"warmup-{int(drafted)}.steps.jsonl"
             run = RunStart(spec.settings.policy, str(log), spec.settings.seed)
-            await serve_trace(engine, _warmup_trace(setup.trace), spec, setup.options, None, run)
+            warmup = _warmup_trace(setup.traces[0])
+            await serve_trace(engine, warmup, spec, setup.options, None, run)
             report("warmup", "the draft engine" if drafted else "the no-draft engine")
     return out
 
