@@ -16,7 +16,8 @@
 # validation traces), HOLDOUT_SEED (seed of the held-out trace generated here, one
 # the profile and the trace design never saw; default 2027; "none" runs no held-out
 # trace), POLICIES (default the five of the goal), PROFILE_ARGS (extra `nightjar
-# profile` flags, e.g. a --batch-sizes grid). Writes OUT/profile.json,
+# profile` flags, e.g. a --batch-sizes grid; where the profiler refuses a noisy
+# measurement, PROFILE_ARGS=--keep-inconsistent keeps it). Writes OUT/profile.json,
 # OUT/bench-<trace>/, OUT/validate-<trace>/ (+ .txt, what validate printed),
 # OUT/validate-run-<trace>/ (each run at its own speed, `--time-base run`), OUT/table.md
 # and OUT/table-run.md.

@@ -212,3 +212,23 @@ def test_an_unusable_out_is_refused_before_any_output(
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1, captured
     assert taken.read_text() == "a file, not a folder"
+
+
+def test_trace_speed_reads_each_run_s_speed_and_pairs_two_traces_by_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.scripts import load_script
+
+    script = load_script("experiments/trace_speed.py")
+    agree = tmp_path / "agree"
+    agree.mkdir()
+    for name, speeds in (("a", (1.0, 1.3, 0.8)), ("b", (1.25, 1.3, 1.0))):
+        _bench(tmp_path / name, speeds=speeds).rename(agree / f"bench-{name}")
+    found = script.speeds(agree / "bench-a", Path(PROFILE))
+    assert {r: [round(x, 3) for x in xs] for r, xs in found.items()} == {
+        1: [1.0] * 3, 2: [1.3] * 3, 3: [0.8] * 3}
+    monkeypatch.setattr("sys.argv", ["trace_speed.py", str(agree), "--profile", PROFILE])
+    script.main()
+    out = " ".join(capsys.readouterr().out.split())
+    # Round by round a/b: 1.0/1.25, 1.3/1.3, 0.8/1.0.
+    assert "a / b, round by round: x0.867" in out and "(x0.800, x1.000, x0.800)" in out
