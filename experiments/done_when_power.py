@@ -16,6 +16,7 @@ Seeded; reads files only.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ def chance(runs: pd.DataFrame, rounds: int, bias_pct: float, draws: int,
     return float(every.mean()), per_policy
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bench", type=Path)
     parser.add_argument("--bias", type=float, nargs="+", default=[0.0, 5.0])
@@ -50,8 +51,14 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    runs = pd.read_csv(args.bench / "runs.csv")
-    runs = runs[~runs["label"].str.endswith("#2")]
+    try:  # a missing or malformed runs.csv is a one-line error, as the CLI's are
+        runs = pd.read_csv(args.bench / "runs.csv")
+        runs = runs[~runs["label"].astype(str).str.endswith("#2")][["round", "label",
+                                                                     *METRICS]]
+    except (OSError, ValueError, KeyError) as err:
+        why = f"no column {err}" if isinstance(err, KeyError) else str(err)
+        print(f"done_when_power: {args.bench / 'runs.csv'}: {why}", file=sys.stderr)
+        return 2
     print(f"{args.bench}: {len(runs)} runs, {runs['round'].nunique()} rounds; a simulator "
           f"off by BIAS% on every entry (seed {args.seed}, {args.draws} draws)")
     for bias in args.bias:
@@ -61,7 +68,8 @@ def main() -> None:
             each = ", ".join(f"{k} {v:.2f}" for k, v in per.items())
             print(f"  bias {bias:+.0f}%, {rounds:2d} rounds: all 25 within 10% "
                   f"p = {p:.2f} (per policy: {each})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from pathlib import Path
 
+from nightjar.errors import NightjarInputError
 from nightjar.fidelity.time_base import run_time_base
 from nightjar.profile.profile import load_profile
 from nightjar.results.bench import read_bench
@@ -34,14 +36,20 @@ def speeds(bench: Path, profile_path: Path) -> dict[int, list[float]]:
     return out
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("agree", type=Path)
     parser.add_argument("--profile", type=Path, default=None)
     args = parser.parse_args()
     profile = args.profile or args.agree / "profile.json"
     benches = sorted(p for p in args.agree.glob("bench-*") if (p / "bench.json").is_file())
-    by_trace = {b.name.removeprefix("bench-"): speeds(b, profile) for b in benches}
+    try:  # a missing or damaged input is a one-line error, as the CLI's are
+        if not benches:
+            raise NightjarInputError(f"{args.agree}: no bench-*/bench.json to read")
+        by_trace = {b.name.removeprefix("bench-"): speeds(b, profile) for b in benches}
+    except NightjarInputError as err:
+        print(f"trace_speed: {err}", file=sys.stderr)
+        return 2
     print(f"{args.agree}: each run's speed against {profile} (x > 1: slower than profiled)")
     for trace, rounds in by_trace.items():
         every = [x for xs in rounds.values() for x in xs]
@@ -56,7 +64,8 @@ def main() -> None:
         ci = mean_interval(ratios)
         print(f"  {a} / {b}, round by round: x{ci.mean:.3f} ± {ci.half_width:.3f} over "
               f"{len(ratios)} rounds ({', '.join(f'x{x:.3f}' for x in ratios)})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

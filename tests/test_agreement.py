@@ -232,3 +232,14 @@ def test_trace_speed_reads_each_run_s_speed_and_pairs_two_traces_by_round(
     out = " ".join(capsys.readouterr().out.split())
     # Round by round a/b: 1.0/1.25, 1.3/1.3, 0.8/1.0.
     assert "a / b, round by round: x0.867" in out and "(x0.800, x1.000, x0.800)" in out
+
+
+def test_trace_speed_without_a_benchmark_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.scripts import load_script
+
+    monkeypatch.setattr("sys.argv", ["trace_speed.py", str(tmp_path)])
+    assert load_script("experiments/trace_speed.py").main() == 2
+    err = capsys.readouterr().err
+    assert "no bench-*/bench.json" in err and err.count("\n") == 1, err

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.scripts import load_script
 
@@ -40,3 +43,15 @@ def test_more_rounds_make_a_right_simulator_likelier_to_meet_it() -> None:
     # Both policies must land inside: never likelier than the likelier one alone.
     p, per = script.chance(noisy, 5, 0.0, 4000, np.random.default_rng(0))
     assert p <= min(per.values())
+
+
+def test_a_missing_or_malformed_runs_csv_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = load_script("experiments/done_when_power.py")
+    (tmp_path / "runs.csv").write_text("a,b\n1,2\n")
+    for folder, needle in ((tmp_path / "nope", "No such file"), (tmp_path, "no column")):
+        monkeypatch.setattr("sys.argv", ["done_when_power.py", str(folder)])
+        assert script.main() == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
